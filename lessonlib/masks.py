@@ -1,0 +1,114 @@
+"""Boolean attention masks. True always means *allowed*: this key may be attended to.
+
+Shapes: a structural mask (causal, window) is (L, S); a padding mask is (B, S) and must
+broadcast over queries, so :func:`combine_masks` places it as (B, 1, S) or (B, 1, 1, S).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lessonlib._checks import as_allowed_mask, check_positive_int
+
+ALIGNMENTS = ("top-left", "bottom-right")
+
+
+def padding_mask(lengths: np.ndarray | list[int], max_length: int) -> np.ndarray:
+    """(batch, max_length) boolean, True for real tokens: position j < lengths[b]."""
+    max_length = check_positive_int(max_length, "max_length")
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
+        raise TypeError(f"lengths must be a 1-D array of integers, got {lengths.dtype} of shape {lengths.shape}")
+    if np.any(lengths < 0) or np.any(lengths > max_length):
+        raise ValueError(f"every length must lie in 0..{max_length}, got {lengths.tolist()}")
+    return np.arange(max_length)[None, :] < lengths[:, None]  # (B, max_length)
+
+
+def _query_offset(n_queries: int, n_keys: int, align: str | None, what: str) -> int:
+    """Position of query 0 among the keys: 0 for top-left, S - L for bottom-right."""
+    if align is not None and align not in ALIGNMENTS:
+        raise ValueError(f"align must be one of {ALIGNMENTS}, got {align!r}")
+    if n_queries == n_keys:
+        return 0
+    if align is None:
+        raise ValueError(
+            f"a {what} for {n_queries} queries and {n_keys} keys needs an explicit align: "
+            "'top-left' (query i is position i, as torch is_causal and JAX) or 'bottom-right' "
+            f"(the queries are the last {n_queries} positions, as when decoding with a cache)"
+        )
+    return 0 if align == "top-left" else n_keys - n_queries
+
+
+def _offsets(n_queries: int, n_keys: int | None, align: str | None, what: str) -> np.ndarray:
+    """(L, S) array of query position minus key position."""
+    n_queries = check_positive_int(n_queries, "n_queries")
+    n_keys = n_queries if n_keys is None else check_positive_int(n_keys, "n_keys")
+    start = _query_offset(n_queries, n_keys, align, what)
+    query_pos = np.arange(n_queries) + start  # (L,)
+    return query_pos[:, None] - np.arange(n_keys)[None, :]  # (L, S)
+
+
+def causal_mask(n_queries: int, n_keys: int | None = None, *, align: str | None = None) -> np.ndarray:
+    """(L, S) boolean, True where the key is not in the query's future (key pos <= query pos).
+
+    Square when ``n_keys`` is omitted or equal. When the lengths differ, ``align`` must be
+    "top-left" (query i sees keys 0..i) or "bottom-right" (query i sees keys 0..i + S - L).
+    """
+    return _offsets(n_queries, n_keys, align, "causal mask") >= 0
+
+
+def sliding_window_mask(
+    n_queries: int,
+    n_keys: int | None = None,
+    *,
+    window: int,
+    causal: bool = True,
+    align: str | None = None,
+) -> np.ndarray:
+    """(L, S) boolean: keys at distance below ``window`` from the query position.
+
+    Causal: 0 <= q - k < window (the query itself and the window - 1 keys before it).
+    Not causal: |q - k| < window. Alignment as in :func:`causal_mask`.
+    """
+    window = check_positive_int(window, "window")
+    offset = _offsets(n_queries, n_keys, align, "sliding-window mask")  # (L, S)
+    if causal:
+        return (offset >= 0) & (offset < window)
+    return np.abs(offset) < window
+
+
+def combine_masks(
+    structure: np.ndarray | None = None,
+    key_padding: np.ndarray | None = None,
+    *,
+    heads: bool = False,
+) -> np.ndarray:
+    """AND a structural mask with a key-padding mask, each on its own axes.
+
+    structure (L, S) (causal, window; or (B, L, S) already per example); key_padding (B, S),
+    True for real keys. The padding mask is placed as (B, 1, S) so it broadcasts over queries,
+    never over keys; with ``heads`` a head axis is added: (B, 1, 1, S) and result (B, 1, L, S).
+    Result (B, L, S), or the structure alone when no padding is given.
+    """
+    if structure is None and key_padding is None:
+        raise ValueError("combine_masks needs at least one of structure or key_padding")
+    parts = []
+    if key_padding is not None:
+        key_padding = as_allowed_mask(key_padding, "key_padding")
+        if key_padding.ndim != 2:
+            raise ValueError(f"key_padding must be (batch, S), got shape {key_padding.shape}")
+        parts.append(key_padding[:, None, :])  # (B, 1, S): same keys allowed for every query
+    if structure is not None:
+        structure = as_allowed_mask(structure, "structure")
+        if structure.ndim not in (2, 3):
+            raise ValueError(f"structure must be (L, S) or (B, L, S), got shape {structure.shape}")
+        if key_padding is not None and structure.shape[-1] != key_padding.shape[-1]:
+            raise ValueError(
+                f"structure has S={structure.shape[-1]} keys (shape {structure.shape}) but "
+                f"key_padding has S={key_padding.shape[-1]} (shape {key_padding.shape})"
+            )
+        parts.append(structure)
+    combined = parts[0] if len(parts) == 1 else np.logical_and(*parts)  # (B, L, S) or (L, S)
+    if heads:
+        combined = np.expand_dims(combined, axis=-3)  # (B, 1, L, S) or (1, L, S)
+    return combined
