@@ -21,7 +21,14 @@ from lessonlib.cost import (
     score_matrix_bytes,
     tiled_attention,
 )
-from lessonlib.masks import causal_mask, combine_masks, padding_mask, sliding_window_mask
+from lessonlib.masks import (
+    MASK_CONVENTIONS,
+    MaskConvention,
+    causal_mask,
+    combine_masks,
+    padding_mask,
+    sliding_window_mask,
+)
 from lessonlib.position import (
     LearnedPositions,
     alibi_bias,
@@ -35,7 +42,7 @@ from lessonlib.position import (
 )
 
 __all__ = [
-    "AttentionResult", "LearnedPositions", "Measurement", "MultiHeadParams", "MultiHeadResult",
+    "MASK_CONVENTIONS", "MaskConvention", "AttentionResult", "LearnedPositions", "Measurement", "MultiHeadParams", "MultiHeadResult",
     "alibi_bias", "alibi_slopes", "attention_scores", "causal_mask", "combine_masks", "dtype_bytes",
     "init_multi_head", "inverse_permutation", "loglog_slope", "masked_softmax", "measure",
     "merge_heads", "multi_head_attention", "padding_mask", "permute", "relative_position_bias",

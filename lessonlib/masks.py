@@ -6,6 +6,8 @@ broadcast over queries, so :func:`combine_masks` places it as (B, 1, S) or (B, 1
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from lessonlib._checks import as_allowed_mask, check_positive_int
@@ -112,3 +114,37 @@ def combine_masks(
     if heads:
         combined = np.expand_dims(combined, axis=-3)  # (B, 1, L, S) or (1, L, S)
     return combined
+
+
+# --- Library conventions -------------------------------------------------------------------------
+# What real attention APIs do with a mask. Every row is a claim that the cross-check tests
+# re-derive on the real library with a probe (q = k = 0, value = identity, so the output rows are
+# the weight rows); ``measured_on`` names the version on which that probe last agreed.
+
+
+@dataclass(frozen=True)
+class MaskConvention:
+    """How one library API reads an attention mask."""
+
+    library: str  # "torch", "jax", "lessonlib"
+    api: str  # the call, e.g. "F.scaled_dot_product_attention"
+    argument: str  # the mask argument the row is about
+    true_means: str  # "attend" or "blocked"
+    float_mask: str  # "added to scores", "rejected", "read as boolean"
+    causal_alignment: str  # for L != S: "top-left", "bottom-right", "not built in"
+    fully_masked_row: str  # what a row with no allowed key gives: "zeros", "uniform", "nan"
+    measured_on: str  # version of the library on which the probe agreed
+
+
+MASK_CONVENTIONS: tuple[MaskConvention, ...] = (
+    MaskConvention("lessonlib", "scaled_dot_product_attention", "mask", "attend", "rejected",
+                   "explicit (align=...)", "zeros", "lessonlib 0.1.0"),
+    MaskConvention("torch", "F.scaled_dot_product_attention", "attn_mask", "attend",
+                   "added to scores", "top-left", "zeros", "torch 2.13.0"),
+    MaskConvention("torch", "nn.MultiheadAttention", "attn_mask", "blocked", "added to scores",
+                   "not built in", "nan", "torch 2.13.0"),
+    MaskConvention("torch", "nn.MultiheadAttention", "key_padding_mask", "blocked",
+                   "added to scores", "not built in", "nan", "torch 2.13.0"),
+    MaskConvention("jax", "jax.nn.dot_product_attention", "mask", "attend", "rejected",
+                   "top-left", "uniform", "jax 0.10.2"),
+)
