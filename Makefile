@@ -5,9 +5,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-NOTEBOOK_DIRS := notebooks
+CROSSCHECK_STAMP := $(VENV)/.crosscheck-installed
+NOTEBOOK_DIRS := notebooks solutions exercises
 
-.PHONY: lab test lint unit notebooks execute clean
+.PHONY: lab test lint unit verify-exercises notebooks execute clean crosscheck
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,21 +19,48 @@ $(STAMP): pyproject.toml
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks
 
-test: lint unit notebooks
+test: lint unit verify-exercises notebooks
 
 lint: $(STAMP)
-	$(BIN)/ruff check lessonlib tests benchmarks notebooks
+	$(BIN)/ruff check lessonlib tests benchmarks notebooks tools
 
+# tests/crosscheck runs in `make crosscheck` (it needs torch and JAX), not here.
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests --ignore=tests/crosscheck
+
+# exercises/ is generated from solutions/ (`lessonlib exercises build`); fail when it is stale.
+verify-exercises: $(STAMP)
+	$(BIN)/lessonlib exercises verify
 
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest -p no:randomly --nbval --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg $(NOTEBOOK_DIRS)
 
+# Re-measure every claim about torch and JAX on the real libraries (installs the `crosscheck` extra).
+# Where the libraries are missing those tests skip; REQUIRE_CROSSCHECK=1 (CI) makes that a failure.
+$(CROSSCHECK_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test,crosscheck]'
+	touch $(CROSSCHECK_STAMP)
+
+crosscheck: $(CROSSCHECK_STAMP)
+	$(BIN)/python -m pytest -p no:randomly tests/crosscheck
+
 # Re-execute every committed notebook in place (after changing a notebook or the engine).
 execute: $(STAMP)
 	$(BIN)/python -m lessonlib.notebook_tools execute $(NOTEBOOK_DIRS)
+
+# The browser tests alone (`make unit` runs them too): JupyterLab in the system Chromium, and the
+# reading copy opened offline. Without /usr/bin/chromium they skip; REQUIRE_BROWSER=1 fails instead.
+browser: $(STAMP)
+	$(BIN)/python -m pytest -p no:randomly tests/browser
+
+# A static reading copy of notebooks/ in site/ (open site/index.html): stored outputs and the
+# explorers' saved widget state, readable without network. Fetches its pinned browser files with
+# npm on first use (tools/site/package.json).
+site: $(STAMP)
+	$(BIN)/python tools/site/build.py --out site notebooks
+
+.PHONY: browser site
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,115 @@
+"""The ``lessonlib`` command.
+
+    lessonlib exercises build     write exercises/ from solutions/ and execute them
+    lessonlib exercises verify    fail when exercises/ is out of date with solutions/
+    lessonlib exercises list      the exercises, their points and numbers of cases
+
+Each command group is a function that adds its subparser (see :data:`COMMAND_GROUPS`); a new
+group (``grade``) is one more such function, with its handler stored as ``func``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+
+def _exercise_dirs(args: argparse.Namespace) -> tuple[Path, Path]:
+    root = Path(args.root)
+    return root / args.solutions, root / args.exercises
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from lessonlib.exercises.build import BuildError, build
+
+    solutions, exercises = _exercise_dirs(args)
+    try:
+        written = build(solutions, exercises, execute=None if args.no_execute else _executor(args.timeout))
+    except BuildError as exc:
+        print(f"lessonlib exercises build: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(written)} exercise notebook(s) to {exercises}")
+    return 0
+
+
+def _executor(timeout: int) -> Callable[[Path], None]:
+    from lessonlib.notebook_tools import execute_notebook
+
+    return lambda path: execute_notebook(path, timeout=timeout)
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from lessonlib.exercises.build import verify
+
+    solutions, exercises = _exercise_dirs(args)
+    problems = verify(solutions, exercises)
+    if problems:
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(f"{exercises} is out of date with {solutions}: run `lessonlib exercises build`",
+              file=sys.stderr)
+        return 1
+    print(f"{exercises} is up to date with {solutions}")
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
+
+    print(f"{'exercise':30} {'notebook':18} {'points':>6} {'public':>6} {'hidden':>6}  diagnoses")
+    for ex in EXERCISES.values():
+        names = ", ".join(d.name for d in ex.diagnoses)
+        n_public = len(ex.public_cases()) + sum(1 for r in ex.requirements if r.applies(ex.public_cases()))
+        print(f"{ex.name:30} {ex.notebook:18} {ex.points:>6g} {n_public:>6} "
+              f"{len(ex.hidden_cases(args.seed)):>6}  {names}")
+    for q in MANUAL_QUESTIONS.values():
+        print(f"{q.name:30} {q.notebook:18} {q.points:>6g} {'manual':>6} {'':>6}  cell id {q.cell_id}")
+    return 0
+
+
+def add_exercises_commands(subparsers: argparse._SubParsersAction) -> None:
+    """``lessonlib exercises build|verify|list``."""
+    group = subparsers.add_parser("exercises", help="build and verify exercises/ from solutions/")
+    commands = group.add_subparsers(dest="exercises_command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--root", default=".", help="repository root (default: current directory)")
+        p.add_argument("--solutions", default="solutions", help="solutions folder, relative to the root")
+        p.add_argument("--exercises", default="exercises", help="exercises folder, relative to the root")
+
+    build = commands.add_parser("build", help="write exercises/ from solutions/ and execute it")
+    common(build)
+    build.add_argument("--no-execute", action="store_true", help="write the notebooks without running them")
+    build.add_argument("--timeout", type=int, default=120, help="seconds allowed per cell")
+    build.set_defaults(func=_cmd_build)
+
+    check = commands.add_parser("verify", help="fail when exercises/ is out of date with solutions/")
+    common(check)
+    check.set_defaults(func=_cmd_verify)
+
+    listing = commands.add_parser("list", help="the exercises, their points and numbers of cases")
+    listing.add_argument("--seed", type=int, default=0, help="seed for counting hidden cases")
+    listing.set_defaults(func=_cmd_list)
+
+
+# One entry per command group; `lessonlib grade` is added by appending its own function.
+COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [add_exercises_commands]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lessonlib", description="Course tools for 'Attention, masks, and position'.")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for add_group in COMMAND_GROUPS:
+        add_group(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

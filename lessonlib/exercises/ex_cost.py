@@ -1,0 +1,321 @@
+"""Exercises of 04_cost: bytes of the dense score matrix, and tiled attention with an online softmax."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from lessonlib.attention import scaled_dot_product_attention as _dense
+from lessonlib.exercises.ex_scaling import _large_score_inputs
+from lessonlib.exercises.results import FailedCase
+from lessonlib.exercises.spec import (
+    ArrayOutput,
+    Case,
+    DiagnosisSpec,
+    Exercise,
+    NumberOutput,
+    Record,
+    Requirement,
+    close,
+    matches_model,
+    numbered,
+    overflows_only_on,
+    shows,
+)
+
+NOTEBOOK = "04_cost.ipynb"
+
+
+# --- score_matrix_bytes -------------------------------------------------------------------------
+
+
+def bytes_reference(batch: int, heads: int, length: int, bytes_per_element: int) -> int:
+    """B * H * L * L * bytes per element."""
+    return int(batch) * int(heads) * int(length) ** 2 * int(bytes_per_element)
+
+
+def _factor_model(name: str):
+    """Expected bytes divided by one factor, when that factor differs from the other three."""
+
+    def model(batch, heads, length, bpe):
+        factors = {"batch": batch, "heads": heads, "length": length, "dtype": bpe}
+        own = factors.pop(name)
+        if own == 1 or own in factors.values():
+            return None  # this case cannot tell the factor apart
+        return bytes_reference(batch, heads, length, bpe) // own
+
+    return model
+
+
+def _dtype_models():
+    def squared(batch, heads, length, bpe):
+        return None if bpe in (1, heads, batch, length) else bytes_reference(batch, heads, length, bpe) * bpe
+
+    def bits(batch, heads, length, bpe):
+        return None if 8 in (heads, batch, length) else bytes_reference(batch, heads, length, bpe) * 8
+
+    return _factor_model("dtype"), squared, bits
+
+
+def bytes_hidden(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    while len(cases) < 4:
+        batch, heads = int(rng.integers(1, 9)), int(rng.choice([1, 2, 4, 6, 8, 12, 16, 32]))
+        length, bpe = int(rng.choice([16, 100, 512, 1000, 4096, 8192])), int(rng.choice([1, 2, 4, 8]))
+        factors = [x for x in (batch, heads, length, bpe) if x != 1]
+        if len(set(factors)) == len(factors):  # each factor tells its own mistake apart
+            cases.append(Case("", f"batch {batch}, {heads} heads, length {length}, {bpe} bytes per element",
+                              (batch, heads, length, bpe)))
+    return cases
+
+
+SCORE_MATRIX_BYTES = Exercise(
+    name="score_matrix_bytes",
+    notebook=NOTEBOOK,
+    signature="score_matrix_bytes(batch, heads, length, bytes_per_element) -> int",
+    points=1,
+    reference=bytes_reference,
+    output=NumberOutput(integer=True),
+    public=lambda: numbered([
+        Case("", "batch 1, 1 head, length 4, float32 (4 bytes)", (1, 1, 4, 4)),
+        Case("", "batch 2, 3 heads, length 5, float32 (4 bytes)", (2, 3, 5, 4)),
+        Case("", "batch 4, 16 heads, length 1024, float16 (2 bytes)", (4, 16, 1024, 2)),
+        Case("", "batch 3, 12 heads, length 2048, float64 (8 bytes)", (3, 12, 2048, 8)),
+    ]),
+    hidden=bytes_hidden,
+    diagnoses=(
+        DiagnosisSpec(
+            "bytes_off_by_dtype", "Byte count off by the element size",
+            "The count is off by the bytes per element: it counts elements rather than bytes, "
+            "multiplies by the size twice, or counts bits.",
+            "Elements in the matrix: batch * heads * length * length; bytes: times bytes_per_element, once.",
+            "score-bytes", matches_model(*_dtype_models()),
+        ),
+        DiagnosisSpec(
+            "bytes_missing_heads", "Heads left out",
+            "The count is too small by a factor of the number of heads: every head has its own "
+            "length x length score matrix.",
+            "Multiply by heads.",
+            "score-bytes", matches_model(_factor_model("heads")),
+        ),
+        DiagnosisSpec(
+            "bytes_missing_batch", "Batch left out",
+            "The count is too small by a factor of the batch size: every example has its own score matrices.",
+            "Multiply by batch.",
+            "score-bytes", matches_model(_factor_model("batch")),
+        ),
+        DiagnosisSpec(
+            "bytes_linear_in_length", "Length counted once instead of squared",
+            "The count grows like the length, not its square: the score matrix has one entry per "
+            "(query, key) pair, length x length.",
+            "Use length * length (or length ** 2).",
+            "score-bytes", matches_model(_factor_model("length")),
+        ),
+    ),
+    stub_hint="one score per (query, key) pair, per head and per example; return an int",
+)
+
+
+# --- tiled_attention ----------------------------------------------------------------------------
+
+MEMORY_SIZES = (128, 256)
+MEMORY_BLOCK = 64
+
+
+def tiled_reference(query: np.ndarray, key: np.ndarray, value: np.ndarray, block_size: int) -> np.ndarray:
+    """The dense result: softmax(q k^T / sqrt(d_k)) v (tiling must not change it)."""
+    return _dense(query, key, value).output
+
+
+def _online(query, key, value, block_size, *, rescale_denom: bool, rescale_acc: bool) -> np.ndarray:
+    """Online softmax over key blocks with one of the running sums left unrescaled."""
+    q = query / math.sqrt(query.shape[-1])
+    shape = np.broadcast_shapes(q.shape[:-2], key.shape[:-2]) + (q.shape[-2],)
+    m = np.full(shape, -np.inf)
+    denom = np.zeros(shape)
+    acc = np.zeros(shape + (value.shape[-1],))
+    for k0 in range(0, key.shape[-2], block_size):
+        s = np.matmul(q, np.swapaxes(key[..., k0:k0 + block_size, :], -1, -2))  # (..., L, b)
+        new_m = np.maximum(m, s.max(axis=-1))
+        p = np.exp(s - new_m[..., None])
+        factor = np.exp(m - new_m)
+        denom = (denom * factor if rescale_denom else denom) + p.sum(axis=-1)
+        acc = (acc * factor[..., None] if rescale_acc else acc) + np.matmul(p, value[..., k0:k0 + block_size, :])
+        m = new_m
+    return acc / denom[..., None]
+
+
+def _not_rescaled_models():
+    return tuple(
+        lambda q, k, v, b, d=d, a=a: _online(q, k, v, b, rescale_denom=d, rescale_acc=a)
+        for d, a in ((False, False), (True, False), (False, True))
+    )
+
+
+def _dropped_last_block(case: Case, got, expected) -> bool:
+    """Rows of a last, partial query block, or keys of a last, partial key block, were skipped."""
+    query, key, value, bs = case.args
+    n_q, n_k = query.shape[-2], key.shape[-2]
+    full_q, full_k = n_q - n_q % bs, n_k - n_k % bs
+    models = [expected]
+    if n_k % bs and full_k > 0:
+        models.append(tiled_reference(query, key[..., :full_k, :], value[..., :full_k, :], bs))
+    for model in models[1:]:
+        if close(got, model):
+            return True
+    if n_q % bs == 0 or full_q == 0:
+        return False
+    for model in models:
+        head = model[..., :full_q, :]
+        if got.shape == head.shape and close(got, head):
+            return True
+        if got.shape == model.shape and close(got[..., :full_q, :], head):
+            return not close(got[..., full_q:, :], model[..., full_q:, :])
+    return False
+
+
+def _memory_verdict(records: Sequence[Record]) -> tuple[bool | None, str, list[str]]:
+    """(holds an n x n array?, explanation, case ids) from the peak memory of the two memory cases."""
+    probes = sorted((r for r in records if "memory" in r.case.tags), key=lambda r: r.case.args[0].shape[-2])
+    if len(probes) < 2:
+        return None, "", []
+    small, large = probes[0], probes[-1]
+    ids = [small.case.id, large.case.id]
+    peaks = small.outcome.peak_bytes, large.outcome.peak_bytes
+    if peaks[0] is None or peaks[1] is None:
+        return None, "peak memory was not measured (the calls did not return)", ids
+    n_small, n_large = small.case.args[0].shape[-2], large.case.args[0].shape[-2]
+    full = n_large * n_large * 8
+    growth = math.log(max(peaks[1], 1) / max(peaks[0], 1)) / math.log(n_large / n_small)
+    holds = peaks[1] >= 0.45 * full and growth >= 1.5
+    text = (
+        f"Peak traced memory went from {peaks[0]} bytes at n = {n_small} to {peaks[1]} bytes at "
+        f"n = {n_large} (grows like n^{growth:.1f}); one {n_large} x {n_large} float64 score matrix "
+        f"is {full} bytes."
+    )
+    return holds, text, ids
+
+
+def _memory_requirement(records: Sequence[Record]) -> FailedCase | None:
+    holds, text, _ = _memory_verdict(records)
+    if holds is False:
+        return None
+    return FailedCase(
+        "memory", "no (L, S) array: peak memory grows like n, not n^2", "memory",
+        "peak memory growing about linearly in n, well below one n x n score matrix",
+        text if holds else f"not measurable: {text}", "",
+    )
+
+
+def _builds_full_matrix(records: Sequence[Record]) -> list[str]:
+    holds, _, ids = _memory_verdict(records)
+    return ids if holds else []
+
+
+def _memory_inputs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    rng = np.random.default_rng(4000 + n)
+    return rng.normal(size=(n, 8)), rng.normal(size=(n, 8)), rng.normal(size=(n, 8)), MEMORY_BLOCK
+
+
+def _rising_inputs(rng: np.random.Generator, n_q: int, n_k: int, d: int):
+    """Scores that grow along the keys, so each new key block raises the running maximum."""
+    query = rng.normal(size=(n_q, d))
+    query[:, 0] = np.abs(query[:, 0]) + 1.0
+    key = rng.normal(size=(n_k, d)) * 0.5
+    key[:, 0] = np.linspace(-2.0, 3.0, n_k)
+    return query, key, rng.normal(size=(n_k, 3))
+
+
+def tiled_public() -> list[Case]:
+    rng = np.random.default_rng(404)
+    q, k, v = _rising_inputs(rng, 8, 8, 4)
+    large_q, large_k, large_v = _large_score_inputs(None, n_keys=5)
+    cases = [
+        Case("", "8 queries, 8 keys, block 4; scores grow along the keys", (q, k, v, 4), frozenset({"rising"})),
+        Case("", "10 queries, 10 keys, block 4: the last block is partial",
+             (rng.normal(size=(10, 4)), rng.normal(size=(10, 4)), rng.normal(size=(10, 3)), 4)),
+        Case("", "6 queries, 9 keys, block 4, d_k 5, value width 2",
+             (rng.normal(size=(6, 5)), rng.normal(size=(9, 5)), rng.normal(size=(9, 2)), 4)),
+        Case("", "a batch of 2: 5 queries, 7 keys, block 3",
+             (rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 7, 4)), rng.normal(size=(2, 7, 3)), 3)),
+        Case("", "large scores (about 800), block 2", (large_q, large_k, large_v, 2), frozenset({"large-scores"})),
+    ]
+    for n in MEMORY_SIZES:
+        cases.append(Case("", f"{n} queries and keys, block {MEMORY_BLOCK}, peak memory traced",
+                          _memory_inputs(n), frozenset({"memory"}), trace_memory=True))
+    return numbered(cases)
+
+
+def tiled_hidden(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for _ in range(4):
+        batch = tuple(int(b) for b in rng.integers(1, 3, size=int(rng.integers(0, 2))))
+        n_q, n_k = int(rng.integers(1, 13)), int(rng.integers(1, 13))
+        d_k, d_v, bs = int(rng.integers(2, 7)), int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        cases.append(Case("", f"random: batch {batch}, {n_q} queries, {n_k} keys, block {bs}", (
+            rng.normal(size=batch + (n_q, d_k)), rng.normal(size=batch + (n_k, d_k)),
+            rng.normal(size=batch + (n_k, d_v)), bs,
+        )))
+    q, k, v = _rising_inputs(rng, int(rng.integers(3, 9)), int(rng.integers(6, 14)), 4)
+    cases.append(Case("", "scores that grow along the keys", (q, k, v, int(rng.integers(2, 4))),
+                      frozenset({"rising"})))
+    large = _large_score_inputs(rng, n_keys=int(rng.integers(3, 7)))
+    cases.append(Case("", "large scores (about 800)", large + (2,), frozenset({"large-scores"})))
+    return cases
+
+
+TILED_ATTENTION = Exercise(
+    name="tiled_attention",
+    notebook=NOTEBOOK,
+    signature="tiled_attention(query, key, value, block_size) -> output",
+    points=3,
+    reference=tiled_reference,
+    output=ArrayOutput("float"),
+    public=tiled_public,
+    hidden=tiled_hidden,
+    diagnoses=(
+        DiagnosisSpec(
+            "online_softmax_not_rescaled", "Running sums not rescaled",
+            "The output is wrong whenever a later key block raises the running maximum: the sums "
+            "kept so far were computed against the old maximum and were not rescaled.",
+            "When the maximum moves from m to m_new, multiply both the running denominator and the "
+            "running weighted sum of values by exp(m - m_new) before adding the new block.",
+            "tiled", matches_model(*_not_rescaled_models()),
+        ),
+        DiagnosisSpec(
+            "last_block_dropped", "Last partial block dropped",
+            "When the length is not a multiple of block_size, the last, shorter block is skipped: "
+            "its keys get no weight, or its queries get no output.",
+            "Loop with range(0, n, block_size) and slice [start:start + block_size]; a slice past "
+            "the end simply stops at n.",
+            "tiled", shows(_dropped_last_block),
+        ),
+        DiagnosisSpec(
+            "builds_full_score_matrix", "Still builds the whole score matrix",
+            "Peak memory grows like n^2 and reaches the size of an n x n score matrix: the answer "
+            "holds all the scores at once, so tiling saves nothing.",
+            "Keep only one block of scores at a time (at most block_size x block_size, or "
+            "L x block_size) together with running maxima, sums and outputs.",
+            "tiled", _builds_full_matrix,
+        ),
+        DiagnosisSpec(
+            "tiled_no_max_subtraction", "Blocks exponentiated without a running maximum",
+            "On large scores the answer returns NaN or inf: exp(800) overflows.",
+            "Keep a running maximum per query and exponentiate scores minus that maximum.",
+            "tiled", overflows_only_on("large-scores"),
+        ),
+        DiagnosisSpec(
+            "tiled_missing_scale", "No 1/sqrt(d_k) scaling",
+            "The output matches attention on unscaled scores q.k.",
+            "Scale the scores (or the queries) by 1/sqrt(d_k) as in dense attention.",
+            "scaling", matches_model(lambda q, k, v, b: _dense(q, k, v, scale=1.0).output),
+        ),
+    ),
+    requirements=(
+        Requirement("memory", "no (L, S) array: peak memory grows like n, not n^2", _memory_requirement,
+                    tags=frozenset({"memory"})),
+    ),
+    stub_hint="visit the keys block by block with a running maximum, denominator and weighted sum",
+)

@@ -1,0 +1,342 @@
+"""Exercises of 02_masking: masked softmax, the causal mask and the padding mask."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lessonlib.attention import masked_softmax as _reference_masked_softmax
+from lessonlib.attention import softmax
+from lessonlib.exercises.spec import (
+    ArrayOutput,
+    Case,
+    DiagnosisSpec,
+    Exercise,
+    any_of,
+    numbered,
+    shows,
+)
+from lessonlib.exercises.spec import matches_model as _matches
+from lessonlib.masks import causal_mask as _reference_causal_mask
+from lessonlib.masks import padding_mask as _reference_padding_mask
+
+NOTEBOOK = "02_masking.ipynb"
+
+
+# --- masked_softmax -----------------------------------------------------------------------------
+
+
+def masked_softmax_reference(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis with disallowed keys excluded first; empty rows all zero."""
+    return _reference_masked_softmax(scores, allowed, fully_masked="zeros")
+
+
+def _full(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    return np.broadcast_to(allowed, np.broadcast_shapes(scores.shape, allowed.shape))
+
+
+def _empty_rows(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """(...,) True for rows with no allowed key."""
+    return ~_full(scores, allowed).any(axis=-1)
+
+
+def _zeroed_after(scores, allowed):
+    return softmax(scores) * allowed  # probabilities of disallowed keys set to zero afterwards
+
+
+def _rows_sum_below_one(case: Case, got, expected) -> bool:
+    scores, allowed = case.args
+    full = _full(scores, allowed)
+    live = full.any(axis=-1)  # rows with an allowed key
+    if not live.any() or not np.all(np.isfinite(got)):
+        return False
+    masked_zero = np.all(np.abs(got[~full]) < 1e-12)
+    sums = got.sum(axis=-1)[live]  # an all-zero row is some other mistake
+    return bool(masked_zero and np.all(sums > 0) and np.any(sums < 1 - 1e-6))
+
+
+def _renormalised_after(scores, allowed):
+    kept = softmax(scores) * allowed
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
+def _scores_times_mask(scores, allowed):
+    return softmax(scores * allowed)
+
+
+def _inverted_models():
+    def zeros(scores, allowed):
+        return masked_softmax_reference(scores, ~allowed)
+
+    def nan_rows(scores, allowed):
+        out = masked_softmax_reference(scores, ~allowed)
+        out[_empty_rows(scores, ~allowed)] = np.nan
+        return out
+
+    def uniform_rows(scores, allowed):
+        out = masked_softmax_reference(scores, ~allowed)
+        out[_empty_rows(scores, ~allowed)] = 1.0 / scores.shape[-1]
+        return out
+
+    return zeros, nan_rows, uniform_rows
+
+
+def _empty_rows_uniform(case: Case, got, expected) -> bool:
+    empty = _empty_rows(*case.args)
+    if not empty.any() or got.shape != expected.shape:
+        return False
+    rows = got[empty]  # (n_empty, S)
+    return bool(np.allclose(rows, 1.0 / got.shape[-1], atol=1e-6))
+
+
+def _empty_rows_nan(case: Case, got, expected) -> bool:
+    empty = _empty_rows(*case.args)
+    if not empty.any() or got.shape != expected.shape:
+        return False
+    return bool(np.isnan(got[empty]).any() and np.isfinite(got[~empty]).all())
+
+
+def masked_softmax_public() -> list[Case]:
+    rng = np.random.default_rng(202)
+    s3 = np.round(rng.normal(size=(3, 4)) * 2, 3)
+    a3 = np.array([[True, False, True, True], [False, True, True, False], [False, False, False, False]])
+    s4 = np.round(rng.normal(size=(2, 3, 4)) * 2, 3)
+    a4 = np.array([[[True, True, True, False]], [[True, True, False, False]]])  # (2, 1, 4) key padding
+    s5 = np.round(rng.normal(size=(2, 5)), 3)
+    return numbered([
+        Case("", "the lesson's second fixture: scores [1, 2, 100], the third key not allowed",
+             (np.array([1.0, 2.0, 100.0]), np.array([True, True, False]))),
+        Case("", "disallowed scores far above the others (1000 and 900)",
+             (np.array([[3.0, 1.0, 1000.0, 2.0], [0.5, 900.0, -1.0, 2.0], [0.5, -3.0, -1.0, 2.0]]),
+              np.array([[True, True, False, True], [True, False, True, True], [True, True, False, True]])),
+             frozenset({"dominant-masked"})),
+        Case("", "3 rows of 4 keys; the last row has no allowed key", (s3, a3), frozenset({"empty-row"})),
+        Case("", "a batch of 2 x 3 queries x 4 keys with a padding mask of shape (2, 1, 4)", (s4, a4)),
+        Case("", "every key allowed: a plain softmax", (s5, np.ones((2, 5), dtype=bool))),
+    ])
+
+
+def masked_softmax_hidden(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for i in range(5):
+        batch = tuple(int(b) for b in rng.integers(1, 4, size=int(rng.integers(0, 2))))
+        n_rows, n_keys = int(rng.integers(2, 6)), int(rng.integers(2, 7))
+        scores = rng.normal(size=batch + (n_rows, n_keys)) * float(rng.uniform(0.5, 4.0))
+        allowed = rng.random(batch + (n_rows, n_keys)) < 0.7
+        allowed[..., 0, :] = True  # one row with every key allowed
+        tags = set()
+        if i % 2 == 0:  # an empty row
+            allowed[..., -1, :] = False
+            tags.add("empty-row")
+        if i >= 3:  # disallowed scores that dominate their row
+            allowed[..., 1, :] = rng.random(batch + (n_keys,)) < 0.5
+            allowed[..., 1, 0] = True
+            allowed[..., 1, -1] = False
+            scores = np.where(allowed, scores, scores + float(rng.uniform(800.0, 1200.0)))
+            tags.add("dominant-masked")
+        cases.append(Case("", f"random: scores {scores.shape}", (scores, allowed), frozenset(tags)))
+    return cases
+
+
+MASKED_SOFTMAX_DIAGNOSES = (
+    DiagnosisSpec(
+        "zeroed_after_softmax", "Probabilities zeroed after the softmax",
+        "Disallowed keys get zero, but the other weights of their row sum to less than one: the "
+        "softmax ran over every key and the mask was applied to its probabilities afterwards.",
+        "Exclude disallowed scores before normalising: replace them with -inf, then take the softmax.",
+        "zeroed-after",
+        any_of(_matches(_zeroed_after), shows(_rows_sum_below_one)),
+    ),
+    DiagnosisSpec(
+        "renormalised_after_softmax", "Zeroed after the softmax, then renormalised",
+        "When a disallowed score dominates its row, the answer gives NaN: its softmax put all the "
+        "weight on the disallowed key, the allowed weights underflowed to zero, and 0 / 0 is NaN.",
+        "Renormalising afterwards cannot recover weights that underflowed. Exclude the "
+        "disallowed scores before the softmax instead.",
+        "renormalised-after", _matches(_renormalised_after, tags=["dominant-masked"]),
+    ),
+    DiagnosisSpec(
+        "scores_times_mask", "Scores multiplied by the mask",
+        "Disallowed keys still get weight: multiplying a score by False (0) gives a score of 0, "
+        "and exp(0) = 1 is not zero.",
+        "A mask must remove a key from the softmax: use np.where(allowed, scores, -np.inf).",
+        "times-mask", _matches(_scores_times_mask),
+    ),
+    DiagnosisSpec(
+        "inverted_polarity", "Mask polarity inverted",
+        "Only the disallowed keys get weight: the answer treats True as 'blocked'. Here True means "
+        "'this key may be attended to'.",
+        "Keep scores where allowed is True: np.where(allowed, scores, -np.inf).",
+        "polarity", _matches(*_inverted_models()),
+    ),
+    DiagnosisSpec(
+        "finite_fill_uniform_row", "A row with no allowed key comes out uniform",
+        "A row with no allowed key gets weight 1/S on every key: a large finite fill (such as -1e9) "
+        "leaves all the scores of such a row equal, so the softmax spreads over keys that were meant "
+        "to be excluded.",
+        "Fill with -inf and give a row with no allowed key all-zero weights (check row_max == -inf).",
+        "fills", shows(_empty_rows_uniform, tags=["empty-row"]),
+    ),
+    DiagnosisSpec(
+        "nan_for_empty_row", "NaN for a row with no allowed key",
+        "A row with no allowed key comes out as NaN: its maximum is -inf, and -inf - (-inf) is NaN "
+        "(or its sum of exponentials is 0, and 0 / 0 is NaN).",
+        "Detect rows with no allowed key and return zeros for them, e.g. subtract 0 instead of a -inf "
+        "maximum and divide only where the sum is positive.",
+        "empty-rows", shows(_empty_rows_nan, tags=["empty-row"]),
+    ),
+)
+
+MASKED_SOFTMAX = Exercise(
+    name="masked_softmax",
+    notebook=NOTEBOOK,
+    signature="masked_softmax(scores, allowed) -> weights",
+    points=3,
+    reference=masked_softmax_reference,
+    output=ArrayOutput("float"),
+    public=masked_softmax_public,
+    hidden=masked_softmax_hidden,
+    diagnoses=MASKED_SOFTMAX_DIAGNOSES,
+    stub_hint="exclude disallowed keys before the softmax; a row with no allowed key gives zeros",
+)
+
+
+# --- causal_mask --------------------------------------------------------------------------------
+
+
+def _not_boolean(case: Case, got, expected) -> bool:
+    return got.dtype != bool
+
+
+MASK_NOT_BOOLEAN = DiagnosisSpec(
+    "mask_not_boolean", "The mask is not boolean",
+    "The mask holds numbers, not True/False. A 0/1 or 0/-inf number mask means different things in "
+    "different libraries (kept, blocked, or added to the scores).",
+    "Return a boolean array where True means allowed, e.g. from a comparison such as j <= i.",
+    "polarity", shows(_not_boolean),
+)
+
+
+def causal_mask_reference(length: int) -> np.ndarray:
+    return _reference_causal_mask(length)
+
+
+CAUSAL_MASK = Exercise(
+    name="causal_mask",
+    notebook=NOTEBOOK,
+    signature="causal_mask(length) -> (length, length) bool",
+    points=1,
+    reference=causal_mask_reference,
+    output=ArrayOutput("bool"),
+    public=lambda: numbered([
+        Case("", "length 1", (1,)), Case("", "length 4", (4,)), Case("", "length 6", (6,)),
+    ]),
+    hidden=lambda rng: [Case("", f"length {n}", (int(n),)) for n in rng.integers(2, 17, size=4)],
+    diagnoses=(
+        DiagnosisSpec(
+            "causal_upper_triangle", "Upper triangle instead of lower",
+            "Each query is allowed to see itself and every later key, but none of the earlier ones: "
+            "the triangle is the upper one.",
+            "Row i is query i, column j is key j; allowed means j <= i, the lower triangle (np.tril).",
+            "two-masks", _matches(lambda n: np.triu(np.ones((n, n), dtype=bool))),
+        ),
+        DiagnosisSpec(
+            "causal_diagonal_excluded", "A query cannot see itself",
+            "The diagonal is False: each query sees only strictly earlier keys, so the first query "
+            "has no allowed key at all.",
+            "A position may attend to itself: allowed is j <= i, not j < i.",
+            "two-masks", _matches(lambda n: np.tril(np.ones((n, n), dtype=bool), k=-1)),
+        ),
+        DiagnosisSpec(
+            "causal_inverted", "True marks the future",
+            "True sits exactly on the future keys: this is a 'blocked' mask, the opposite polarity "
+            "of the allowed mask asked for.",
+            "Return True where the key may be attended to (j <= i); some libraries use the other "
+            "polarity, so always state which one a mask has.",
+            "polarity", _matches(lambda n: np.triu(np.ones((n, n), dtype=bool), k=1)),
+        ),
+        MASK_NOT_BOOLEAN,
+    ),
+    stub_hint="a boolean (length, length) array: row = query, column = key",
+)
+
+
+# --- padding_mask -------------------------------------------------------------------------------
+
+
+def padding_mask_reference(lengths: np.ndarray, max_length: int) -> np.ndarray:
+    return _reference_padding_mask(lengths, max_length)
+
+
+def _on_query_axis(case: Case, got, expected) -> bool:
+    b, m = expected.shape
+    g = got.astype(bool) if got.dtype != bool else got
+    if g.shape == (b, m, 1):
+        return bool(np.array_equal(g[..., 0], expected))
+    if g.shape == (b, m, m) and m > 1:
+        return bool(np.array_equal(g, np.broadcast_to(expected[:, :, None], (b, m, m))))
+    return False
+
+
+def _off_by_one_models():
+    def one_more(lengths, m):
+        return np.arange(m)[None, :] <= np.asarray(lengths)[:, None]
+
+    def one_fewer(lengths, m):
+        return np.arange(m)[None, :] < np.asarray(lengths)[:, None] - 1
+
+    return one_more, one_fewer
+
+
+def padding_mask_public() -> list[Case]:
+    return numbered([
+        Case("", "lengths [3, 1, 4], max_length 4", (np.array([3, 1, 4]), 4)),
+        Case("", "lengths [0, 2], max_length 3 (an empty sequence)", (np.array([0, 2]), 3)),
+        Case("", "lengths [5, 2, 6, 1], max_length 6", (np.array([5, 2, 6, 1]), 6)),
+    ])
+
+
+def padding_mask_hidden(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for _ in range(4):
+        batch, m = int(rng.integers(1, 6)), int(rng.integers(2, 11))
+        lengths = rng.integers(0, m + 1, size=batch)
+        cases.append(Case("", f"lengths {lengths.tolist()}, max_length {m}", (lengths, m)))
+    return cases
+
+
+PADDING_MASK = Exercise(
+    name="padding_mask",
+    notebook=NOTEBOOK,
+    signature="padding_mask(lengths, max_length) -> (batch, max_length) bool",
+    points=1,
+    reference=padding_mask_reference,
+    output=ArrayOutput("bool"),
+    public=padding_mask_public,
+    hidden=padding_mask_hidden,
+    diagnoses=(
+        DiagnosisSpec(
+            "padding_on_query_axis", "Padding applied to queries instead of keys",
+            "The mask is shaped to broadcast along the key axis, (batch, L, 1): it would switch "
+            "whole query rows on or off, while padded keys stay visible to every query.",
+            "A padding mask says which keys are real. Return (batch, max_length); when combining it "
+            "with scores (batch, L, S), insert the query axis: mask[:, None, :].",
+            "padding-axis", shows(_on_query_axis),
+        ),
+        DiagnosisSpec(
+            "padding_inverted", "True marks the padding",
+            "True sits on the padding positions: this is a 'blocked' mask, the opposite of the "
+            "allowed mask asked for.",
+            "Return True for real tokens: position j < lengths[b].",
+            "polarity", _matches(lambda lengths, m: ~padding_mask_reference(lengths, m)),
+        ),
+        DiagnosisSpec(
+            "padding_off_by_one", "Off by one at the end of each sequence",
+            "Each row has one real token too many or too few: a sequence of length n has real "
+            "tokens at positions 0 .. n - 1.",
+            "Use position j < lengths[b] (positions start at 0).",
+            "two-masks", _matches(*_off_by_one_models()),
+        ),
+        MASK_NOT_BOOLEAN,
+    ),
+    stub_hint="a boolean (batch, max_length) array, True for real tokens",
+)

@@ -1,0 +1,142 @@
+"""Judge returned values: from (cases, outcomes) to points, failed cases and diagnoses.
+
+Nothing here runs learner code. ``check`` runs the answer in this process and then calls
+:func:`judge`; a batch grader runs it in a worker, sends back the outcomes, and calls the same
+:func:`judge`. One definition per exercise, one way of judging it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lessonlib.exercises.registry import get_exercise
+from lessonlib.exercises.results import (
+    ERROR,
+    FAILED,
+    NOT_ATTEMPTED,
+    PASSED,
+    CheckResult,
+    Diagnosis,
+    FailedCase,
+)
+from lessonlib.exercises.runner import NOT_IMPLEMENTED, RAISED, RETURNED, Outcome, run_case
+from lessonlib.exercises.sections import SECTIONS
+from lessonlib.exercises.spec import Case, Exercise, Record
+
+
+def error_result(name: str, message: str, max_points: float = 0.0) -> CheckResult:
+    """A result for a check that could not run (it never raises instead)."""
+    return CheckResult(exercise=name, status=ERROR, points=0.0, max_points=max_points, message=message)
+
+
+def _judge_case(exercise: Exercise, case: Case, outcome: Outcome, expected: object) -> FailedCase | None:
+    want = exercise.output.describe(expected)
+    if outcome.status == NOT_IMPLEMENTED:
+        return FailedCase(case.id, case.description, "not_implemented", want,
+                          "raised NotImplementedError", "This case is not handled yet.")
+    if outcome.status == RAISED:
+        return FailedCase(case.id, case.description, "raised", want, f"raised {outcome.error}",
+                          "The answer raised an exception on these inputs.")
+    if outcome.status != RETURNED:
+        return FailedCase(case.id, case.description, "wrong_type", want, "no value came back",
+                          f"Unknown outcome status {outcome.status!r}.")
+    if outcome.value is None:
+        return FailedCase(case.id, case.description, "wrong_type", want, "no value came back", "")
+    mismatch = exercise.output.compare(outcome.value, expected)
+    if mismatch is None:
+        return None
+    return FailedCase(case.id, case.description, mismatch.reason, mismatch.expected, mismatch.got,
+                      mismatch.detail)
+
+
+def _records(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]) -> list[Record]:
+    records = []
+    for case, outcome in zip(cases, outcomes):
+        expected = exercise.expected(case)
+        try:
+            failure = _judge_case(exercise, case, outcome, expected)
+        except Exception as exc:  # a malformed value must not break the check
+            failure = FailedCase(case.id, case.description, "wrong_type", "a well-formed value",
+                                 "a value the checker could not read", f"{type(exc).__name__}: {exc}")
+        try:
+            got = exercise.output.usable(outcome.value) if outcome.status == RETURNED else None
+        except Exception:
+            got = None
+        records.append(Record(case, outcome, expected, got, failure))
+    return records
+
+
+def _diagnoses(exercise: Exercise, records: Sequence[Record]) -> list[Diagnosis]:
+    """Every diagnosis whose evidence is not a strict subset of another's.
+
+    When two wrong ideas predict the same output on a case (a 1 x 1 causal mask cannot tell a
+    missing diagonal from an inverted mask), the one that also explains other cases is kept.
+    """
+    hits: dict[str, set[str]] = {}
+    for spec in exercise.diagnoses:
+        try:
+            found = spec.detect(records)
+        except Exception:
+            found = []
+        if found:
+            hits[spec.name] = set(found)
+    kept = [
+        spec for spec in exercise.diagnoses
+        if spec.name in hits and not any(hits[spec.name] < other for other in hits.values())
+    ]
+    order = {r.case.id: i for i, r in enumerate(records)}
+    return [
+        Diagnosis(spec.name, spec.title, spec.message, spec.hint, SECTIONS[spec.section].notebook,
+                  SECTIONS[spec.section].heading, tuple(sorted(hits[spec.name], key=order.get)))
+        for spec in kept
+    ]
+
+
+def judge(exercise: str | Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]) -> CheckResult:
+    """Points, status, failed cases and diagnoses for ``outcomes`` of ``cases`` (never raises)."""
+    name = exercise if isinstance(exercise, str) else exercise.name
+    try:
+        if isinstance(exercise, str):
+            exercise = get_exercise(exercise)
+    except KeyError as exc:
+        return error_result(name, str(exc.args[0]))
+    if len(cases) != len(outcomes) or not cases:
+        return error_result(name, f"{len(cases)} cases but {len(outcomes)} outcomes", exercise.points)
+    try:
+        return _judge(exercise, cases, outcomes)
+    except Exception as exc:  # a bug in a check must not reach the learner as a traceback
+        return error_result(name, f"the checker failed ({type(exc).__name__}: {exc})", exercise.points)
+
+
+def _judge(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]) -> CheckResult:
+    if all(o.status == NOT_IMPLEMENTED for o in outcomes):
+        return CheckResult(
+            exercise=exercise.name, status=NOT_ATTEMPTED, points=0.0, max_points=exercise.points,
+            passed_cases=0, total_cases=len(cases),
+            message="Write your answer in the answer cell, run that cell, then run this check again.",
+        )
+    records = _records(exercise, cases, outcomes)
+    failed = [r.failure for r in records if r.failure is not None]
+    score = (len(records) - len(failed)) / len(records)  # fraction of the points
+    total = len(records)
+    for requirement in exercise.requirements:
+        if requirement.applies(cases):
+            total += 1
+            outcome = requirement.judge(records)
+            if outcome is not None:
+                failed.append(outcome)
+                score *= 1.0 - requirement.weight
+    passed = total - len(failed)
+    points = round(exercise.points * score, 2)
+    status = PASSED if not failed else FAILED
+    diagnoses = _diagnoses(exercise, records) if failed else []
+    return CheckResult(
+        exercise=exercise.name, status=status, points=points, max_points=exercise.points,
+        passed_cases=passed, total_cases=total, failed_cases=failed, diagnoses=diagnoses,
+    )
+
+
+def run_cases(answer: object, cases: Sequence[Case]) -> list[Outcome]:
+    """Run ``answer`` on every case in this process (what ``check`` does; a grader uses a worker)."""
+    return [run_case(answer, c.args, call=c.call, trace_memory=c.trace_memory) for c in cases]
+

@@ -1,0 +1,237 @@
+"""What a check returns: points, status, failed cases and diagnoses, as data and as a report.
+
+The report is plain text everywhere and HTML in Jupyter; tests and the grader read the data.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Status of a checked exercise.
+PASSED = "passed"
+FAILED = "failed"
+NOT_ATTEMPTED = "not_attempted"
+ERROR = "error"  # the check itself could not run (unknown exercise name, mismatched inputs)
+
+MAX_CASES_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class FailedCase:
+    """One case the answer did not pass: what was expected, what came back, and why it differs.
+
+    reason is a stable code: raised, not_implemented, wrong_type, not_an_array, wrong_shape,
+    wrong_dtype, non_finite, wrong_values, or a requirement's own code (e.g. memory).
+    """
+
+    case: str
+    description: str
+    reason: str
+    expected: str
+    got: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A misconception the answer's behaviour shows, with a hint and the section to reread."""
+
+    name: str
+    title: str
+    message: str
+    hint: str
+    notebook: str
+    section: str
+    cases: tuple[str, ...] = ()
+
+    @property
+    def reread(self) -> str:
+        return f"{self.notebook}, section '{self.section}'"
+
+
+@dataclass
+class CheckResult:
+    """The result of checking one exercise (returned by ``check`` and by ``judge``)."""
+
+    exercise: str
+    status: str
+    points: float
+    max_points: float
+    passed_cases: int = 0
+    total_cases: int = 0
+    failed_cases: list[FailedCase] = field(default_factory=list)
+    diagnoses: list[Diagnosis] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def diagnosis_names(self) -> list[str]:
+        return [d.name for d in self.diagnoses]
+
+    @property
+    def full_marks(self) -> bool:
+        return self.status == PASSED and self.points == self.max_points
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON-ready) for a gradebook or feedback file."""
+        data = asdict(self)
+        for d, diag in zip(data["diagnoses"], self.diagnoses):
+            d["reread"] = diag.reread
+        return data
+
+    def report_text(self) -> str:
+        return render_text(self)
+
+    def report_html(self) -> str:
+        return render_html(self)
+
+    def __str__(self) -> str:
+        return render_text(self)
+
+    def _ipython_display_(self) -> None:
+        # check() has already shown this result in the running cell: do not show it twice
+        # when the cell ends with the check call.
+        if id(self) not in _SHOWN_THIS_CELL:
+            _display_rich(self)
+
+
+_SHOWN_THIS_CELL: set[int] = set()
+_HOOKED: list[bool] = []
+
+
+def _jupyter_shell() -> Any:
+    """The running IPython kernel's shell when inside Jupyter, else None."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    if shell is None or not getattr(shell, "kernel", None):
+        return None
+    return shell
+
+
+def _display_rich(result: CheckResult) -> None:
+    from IPython.display import display
+
+    display({"text/plain": render_text(result), "text/html": render_html(result)}, raw=True)
+
+
+def show(result: CheckResult) -> None:
+    """Show the report: rich HTML (with a plain-text copy) in Jupyter, printed text elsewhere."""
+    shell = _jupyter_shell()
+    if shell is None:
+        print(render_text(result))
+        return
+    _display_rich(result)
+    _SHOWN_THIS_CELL.add(id(result))
+    if not _HOOKED:
+        shell.events.register("post_run_cell", lambda *_: _SHOWN_THIS_CELL.clear())
+        _HOOKED.append(True)
+
+
+def _cases(n: int) -> str:
+    return "1 case" if n == 1 else f"all {n} cases"
+
+
+def _points(x: float) -> str:
+    return f"{x:g}"
+
+
+def headline(result: CheckResult) -> str:
+    """The first line of a report."""
+    name = result.exercise
+    score = f"{_points(result.points)} / {_points(result.max_points)} points"
+    if result.status == PASSED:
+        return f"{name}: passed, {score} ({_cases(result.total_cases)})"
+    if result.status == NOT_ATTEMPTED:
+        return f"{name}: not attempted yet ({score})"
+    if result.status == ERROR:
+        return f"{name}: the check could not run"
+    return f"{name}: failed, {score} ({result.passed_cases} of {result.total_cases} cases passed)"
+
+
+def render_text(result: CheckResult) -> str:
+    """The plain-text report."""
+    lines = [headline(result)]
+    if result.message:
+        lines.append(result.message)
+    if result.status != FAILED:
+        return "\n".join(lines)
+    if result.diagnoses:
+        lines += ["", "What the answer shows:"]
+        for d in result.diagnoses:
+            lines += [
+                f"  * {d.title} [{d.name}]",
+                f"    {d.message}",
+                f"    Hint: {d.hint}",
+                f"    Reread: {d.reread}",
+            ]
+    else:
+        lines += ["", "No known misconception matches these failures: compare expected and got below."]
+    lines += ["", "Failed cases:"]
+    for f in result.failed_cases[:MAX_CASES_SHOWN]:
+        lines.append(f"  {f.case}: {f.description}")
+        lines.append(f"    expected: {_indent(f.expected, 14)}")
+        lines.append(f"    got:      {_indent(f.got, 14)}")
+        if f.detail:
+            lines.append(f"    {f.detail}")
+    hidden = len(result.failed_cases) - MAX_CASES_SHOWN
+    if hidden > 0:
+        lines.append(f"  ... and {hidden} more failed case(s)")
+    return "\n".join(lines)
+
+
+def _indent(text: str, width: int) -> str:
+    return text.replace("\n", "\n" + " " * width)
+
+
+_STATUS_STYLE = {
+    PASSED: ("#1a7f37", "passed"),
+    FAILED: ("#b35900", "failed"),
+    NOT_ATTEMPTED: ("#57606a", "not attempted yet"),
+    ERROR: ("#8250df", "could not run"),
+}
+
+
+def render_html(result: CheckResult) -> str:
+    """The HTML report shown in Jupyter (status in words, not colour alone)."""
+    esc = html.escape
+    colour, word = _STATUS_STYLE.get(result.status, ("#57606a", result.status))
+    score = f"{_points(result.points)} / {_points(result.max_points)} points"
+    if result.status == FAILED:
+        score += f" ({result.passed_cases} of {result.total_cases} cases passed)"
+    elif result.status == PASSED:
+        score += f" ({_cases(result.total_cases)})"
+    parts = [
+        f'<div class="lessonlib-check" style="border-left: 4px solid {colour}; padding: 0.3em 0.8em;">',
+        f"<p><code>{esc(result.exercise)}</code>: <strong>{esc(word)}</strong>, {esc(score)}</p>",
+    ]
+    if result.message:
+        parts.append(f"<p>{esc(result.message)}</p>")
+    if result.status == FAILED:
+        if result.diagnoses:
+            parts.append("<p><strong>What the answer shows</strong></p><ul>")
+            for d in result.diagnoses:
+                parts.append(
+                    f"<li><strong>{esc(d.title)}</strong> <code>{esc(d.name)}</code><br>{esc(d.message)}"
+                    f"<br><em>Hint:</em> {esc(d.hint)}<br><em>Reread:</em> {esc(d.reread)}</li>"
+                )
+            parts.append("</ul>")
+        else:
+            parts.append("<p>No known misconception matches these failures: compare expected and got below.</p>")
+        parts.append("<p><strong>Failed cases</strong></p><ul>")
+        for f in result.failed_cases[:MAX_CASES_SHOWN]:
+            detail = f"<br>{esc(f.detail)}" if f.detail else ""
+            parts.append(
+                f"<li><code>{esc(f.case)}</code> {esc(f.description)}"
+                f"<pre>expected: {esc(_indent(f.expected, 10))}\ngot:      {esc(_indent(f.got, 10))}</pre>"
+                f"{detail}</li>"
+            )
+        hidden = len(result.failed_cases) - MAX_CASES_SHOWN
+        if hidden > 0:
+            parts.append(f"<li>... and {hidden} more failed case(s)</li>")
+        parts.append("</ul>")
+    parts.append("</div>")
+    return "\n".join(parts)

@@ -1,0 +1,50 @@
+"""Where to read again: every notebook section a diagnosis points to, in one table.
+
+A diagnosis names a key of :data:`SECTIONS`; a test checks that each heading exists in its
+notebook (when the notebook exists), so renaming a heading shows up here at once. Headings are
+written without the section number ("## 3. The first fixture, ..." is "The first fixture, ..."),
+so renumbering the sections of a notebook does not break a pointer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Section:
+    """A heading in one of the lesson notebooks (path from the repository root)."""
+
+    notebook: str
+    heading: str
+
+    def pointer(self) -> str:
+        """The text a report shows: notebook file and section heading."""
+        return f"{self.notebook}, section '{self.heading}'"
+
+
+SCALING = "notebooks/01_scaling.ipynb"
+MASKING = "notebooks/02_masking.ipynb"
+POSITION = "notebooks/03_position.ipynb"
+COST = "notebooks/04_cost.ipynb"
+INTERPRETATION = "notebooks/05_interpretation.ipynb"
+
+SECTIONS: dict[str, Section] = {
+    "convex": Section(SCALING, "The output is a convex combination of the values"),
+    "fixture": Section(SCALING, "The first fixture, stage by stage"),
+    "scaling": Section(SCALING, "Why divide by the square root of d_k, measured"),
+    "shift-invariance": Section(SCALING, "Adding a constant to every score changes nothing"),
+    "two-masks": Section(MASKING, "Two reasons to exclude a key"),
+    "zeroed-after": Section(MASKING, "The wrong order: zeroing probabilities after the softmax"),
+    "renormalised-after": Section(MASKING, "Renormalising afterwards is not a fix"),
+    "empty-rows": Section(MASKING, "Rows with no allowed key, and our policy"),
+    "fills": Section(MASKING, "Fills: `-inf` or a large finite number, and what the dtype makes of them"),
+    "padding-axis": Section(MASKING, "A padding mask broadcast over the wrong axis"),
+    "times-mask": Section(MASKING, "Multiplying scores by a 0/1 mask is not masking"),
+    "polarity": Section(MASKING, "Mask conventions in real libraries"),
+    "sinusoidal": Section(POSITION, "Absolute sinusoidal positions"),
+    "rope": Section(POSITION, "RoPE: rotate the queries and keys"),
+    "score-bytes": Section(COST, "Count the bytes first"),
+    "tiled": Section(COST, "The same output without the n x n array: tiled attention"),
+    "interpretation": Section(INTERPRETATION, "What one weight is"),
+}
