@@ -1,5 +1,6 @@
 """lessonlib: the engine behind the course module "Attention, masks, and position"."""
 
+from lessonlib._blocks import get_num_threads, set_num_threads
 from lessonlib.attention import (
     AttentionResult,
     MultiHeadParams,
@@ -23,6 +24,7 @@ from lessonlib.cost import (
 )
 from lessonlib.masks import (
     MASK_CONVENTIONS,
+    PRECISION_FACTS,
     MaskConvention,
     causal_mask,
     combine_masks,
@@ -40,9 +42,12 @@ from lessonlib.position import (
     rope,
     sinusoidal_positions,
 )
+from lessonlib.probe import MaskSemantics, probe_mask_semantics
 
 __all__ = [
-    "MASK_CONVENTIONS", "MaskConvention", "AttentionResult", "LearnedPositions", "Measurement", "MultiHeadParams", "MultiHeadResult",
+    "MASK_CONVENTIONS", "PRECISION_FACTS", "AttentionResult", "LearnedPositions", "MaskConvention",
+    "MaskSemantics", "Measurement", "MultiHeadParams", "MultiHeadResult", "probe_mask_semantics",
+    "get_num_threads", "set_num_threads",
     "alibi_bias", "alibi_slopes", "attention_scores", "causal_mask", "combine_masks", "dtype_bytes",
     "init_multi_head", "inverse_permutation", "loglog_slope", "masked_softmax", "measure",
     "merge_heads", "multi_head_attention", "padding_mask", "permute", "relative_position_bias",

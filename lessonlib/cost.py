@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lessonlib._blocks import MIN_BLOCKED_SCORES, run_blocks
 from lessonlib._checks import as_float_array, check_positive_int
 from lessonlib.masks import _query_offset
 
@@ -76,44 +77,71 @@ def tiled_attention(
     start = _query_offset(n_q, n_k, align, "causal tiled attention") if causal else 0
     dtype = np.result_type(query, key, value)
     batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    query = np.broadcast_to(query, batch + query.shape[-2:])  # (..., L, d_k), a view
+    key = np.broadcast_to(key, batch + key.shape[-2:])  # (..., S, d_k)
+    value = np.broadcast_to(value, batch + value.shape[-2:])  # (..., S, d_v)
     out = np.empty(batch + (n_q, value.shape[-1]), dtype=dtype)  # (..., L, d_v)
-    for q0 in range(0, n_q, block_size):
-        q1 = min(q0 + block_size, n_q)
-        out[..., q0:q1, :] = _attend_query_block(
-            query[..., q0:q1, :] * scale, key, value, q0 + start if causal else None, block_size
+    # Large matrices: one item per (batch index, query block), so threads share the work and each
+    # item's tiles stay in cache. Small ones: one item per query block across the whole batch.
+    indexes = list(np.ndindex(batch)) if n_q * n_k >= MIN_BLOCKED_SCORES else [()]
+
+    def attend(item: tuple[tuple[int, ...], int]) -> None:
+        index, q0 = item
+        rows = (*index, Ellipsis, slice(q0, min(q0 + block_size, n_q)), slice(None))
+        q_block = query[rows] * scale  # (..., bq, d_k)
+        _attend_query_block(
+            q_block, key[index], value[index], q0 + start if causal else None, block_size, out[rows]
         )
+
+    run_blocks(attend, [(index, q0) for index in indexes for q0 in range(0, n_q, block_size)])
     return out
 
 
 def _attend_query_block(
-    q_block: np.ndarray, key: np.ndarray, value: np.ndarray, first_pos: int | None, block_size: int
-) -> np.ndarray:
-    """Online softmax of one scaled query block over all key blocks; ``first_pos`` None = no mask."""
-    n_rows = q_block.shape[-2]
+    q_block: np.ndarray,
+    key: np.ndarray,
+    value: np.ndarray,
+    first_pos: int | None,
+    block_size: int,
+    out: np.ndarray,
+) -> None:
+    """Online softmax of one scaled query block over all key blocks, written into ``out``.
+
+    q_block (..., bq, d_k), key (..., S, d_k), value (..., S, d_v), out (..., bq, d_v);
+    ``first_pos`` is the block's first query position for the causal rule (None = no mask).
+    Every step writes into buffers made once here, so the loop allocates nothing of size bq x bk.
+    """
+    n_rows, n_keys, dtype = q_block.shape[-2], key.shape[-2], np.result_type(q_block, key, value)
     shape = np.broadcast_shapes(q_block.shape[:-2], key.shape[:-2]) + (n_rows,)
-    running_max = np.full(shape, -np.inf, dtype=q_block.dtype)  # (..., bq)
-    denom = np.zeros(shape, dtype=q_block.dtype)  # (..., bq)
-    acc = np.zeros(shape + (value.shape[-1],), dtype=q_block.dtype)  # (..., bq, d_v)
-    for k0 in range(0, key.shape[-2], block_size):
-        k1 = min(k0 + block_size, key.shape[-2])
+    running_max = np.full(shape, -np.inf, dtype=dtype)  # (..., bq)
+    new_max, rescale = np.empty_like(running_max), np.empty_like(running_max)  # (..., bq)
+    denom = np.zeros(shape, dtype=dtype)  # (..., bq)
+    acc = np.zeros(shape + (value.shape[-1],), dtype=dtype)  # (..., bq, d_v)
+    tile = np.empty(shape + (min(block_size, n_keys),), dtype=dtype)  # (..., bq, bk)
+    block_out = np.empty_like(acc)  # (..., bq, d_v)
+    for k0 in range(0, n_keys, block_size):
+        k1 = min(k0 + block_size, n_keys)
         if first_pos is not None and k0 > first_pos + n_rows - 1:
             break  # this block and all later ones are in every query's future
-        s = np.matmul(q_block, np.swapaxes(key[..., k0:k1, :], -1, -2))  # (..., bq, bk)
+        s = tile[..., : k1 - k0]  # (..., bq, bk); the last key block may be narrower
+        np.matmul(q_block, np.swapaxes(key[..., k0:k1, :], -1, -2), out=s)
         if first_pos is not None and k1 - 1 > first_pos:  # the block crosses the diagonal
             allowed = (np.arange(n_rows)[:, None] + first_pos) >= np.arange(k0, k1)[None, :]  # (bq, bk)
-            s = np.where(allowed, s, -np.inf)
-        new_max = np.maximum(running_max, s.max(axis=-1))  # (..., bq)
-        safe_max = np.where(np.isneginf(new_max), 0.0, new_max)  # rows with nothing allowed yet
-        rescale = np.exp(running_max - safe_max)  # (..., bq); 0 where the old max was -inf
+            np.copyto(s, -np.inf, where=~allowed)
+        np.maximum(running_max, np.max(s, axis=-1), out=new_max)  # (..., bq)
+        # Rows with nothing allowed yet keep a maximum of -inf; shift them by 0 instead.
+        safe_max = np.where(np.isneginf(new_max), 0.0, new_max) if first_pos is not None else new_max
+        np.subtract(running_max, safe_max, out=rescale)
+        np.exp(rescale, out=rescale)  # (..., bq); 0 where the old max was -inf
         s -= safe_max[..., None]
         np.exp(s, out=s)  # now unnormalised probabilities p
         denom *= rescale
-        denom += s.sum(axis=-1)
+        denom += np.sum(s, axis=-1)
         acc *= rescale[..., None]
-        acc += np.matmul(s, value[..., k0:k1, :])  # (..., bq, d_v)
-        running_max = new_max
+        acc += np.matmul(s, value[..., k0:k1, :], out=block_out)  # (..., bq, d_v)
+        running_max, new_max = new_max, running_max
     np.divide(acc, denom[..., None], out=acc, where=denom[..., None] > 0)
-    return acc
+    out[...] = acc
 
 
 @dataclass(frozen=True)

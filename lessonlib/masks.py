@@ -118,8 +118,9 @@ def combine_masks(
 
 # --- Library conventions -------------------------------------------------------------------------
 # What real attention APIs do with a mask. Every row is a claim that the cross-check tests
-# re-derive on the real library with a probe (q = k = 0, value = identity, so the output rows are
-# the weight rows); ``measured_on`` names the version on which that probe last agreed.
+# re-derive on the real library with lessonlib.probe_mask_semantics (q = k = 0, value = identity,
+# so the output rows are the weight rows); ``measured_on`` names the version on which that probe
+# last agreed. The words are the probe's own (lessonlib.probe.TRUE_MEANS and its siblings).
 
 
 @dataclass(frozen=True)
@@ -129,22 +130,103 @@ class MaskConvention:
     library: str  # "torch", "jax", "lessonlib"
     api: str  # the call, e.g. "F.scaled_dot_product_attention"
     argument: str  # the mask argument the row is about
-    true_means: str  # "attend" or "blocked"
-    float_mask: str  # "added to scores", "rejected", "read as boolean"
-    causal_alignment: str  # for L != S: "top-left", "bottom-right", "not built in"
+    true_means: str  # a boolean True: "attend", "blocked", "added (True = +1)", "refused"
+    float_mask: str  # "added to scores", "read as boolean (nonzero = ...)", "refused"
+    causal_alignment: str  # its own causal switch for L != S: "top-left", "bottom-right", "refused"
     fully_masked_row: str  # what a row with no allowed key gives: "zeros", "uniform", "nan"
-    measured_on: str  # version of the library on which the probe agreed
+    measured_on: str  # "library version" on which the probe agreed, e.g. "torch 2.13.0+cpu"
 
 
 MASK_CONVENTIONS: tuple[MaskConvention, ...] = (
-    MaskConvention("lessonlib", "scaled_dot_product_attention", "mask", "attend", "rejected",
-                   "explicit (align=...)", "zeros", "lessonlib 0.1.0"),
+    MaskConvention("lessonlib", "scaled_dot_product_attention", "mask", "attend", "refused",
+                   "refused", "zeros", "lessonlib 0.1.0"),
     MaskConvention("torch", "F.scaled_dot_product_attention", "attn_mask", "attend",
-                   "added to scores", "top-left", "zeros", "torch 2.13.0"),
+                   "added to scores", "top-left", "zeros", "torch 2.13.0+cpu"),
     MaskConvention("torch", "nn.MultiheadAttention", "attn_mask", "blocked", "added to scores",
-                   "not built in", "nan", "torch 2.13.0"),
+                   "refused", "nan", "torch 2.13.0+cpu"),
     MaskConvention("torch", "nn.MultiheadAttention", "key_padding_mask", "blocked",
-                   "added to scores", "not built in", "nan", "torch 2.13.0"),
-    MaskConvention("jax", "jax.nn.dot_product_attention", "mask", "attend", "rejected",
+                   "added to scores", "refused", "nan", "torch 2.13.0+cpu"),
+    MaskConvention("torch", "nn.MultiheadAttention(need_weights=False)", "key_padding_mask", "blocked",
+                   "added to scores", "refused", "zeros", "torch 2.13.0+cpu"),
+    MaskConvention("jax", "jax.nn.dot_product_attention", "mask", "attend", "refused",
                    "top-left", "uniform", "jax 0.10.2"),
+    MaskConvention("jax", "jax.nn.dot_product_attention", "bias", "added (True = +1)",
+                   "added to scores", "top-left", "nan", "jax 0.10.2"),
+)
+
+
+# --- Precision facts -----------------------------------------------------------------------------
+# Numbers that depend on the floating-point dtype, as real libraries computed them. The
+# cross-check tests re-measure each one in every library its ``measured_on`` names.
+
+
+@dataclass(frozen=True)
+class FillFact:
+    """What large negative fills become when stored in ``dtype``, and softmax of a row of them."""
+
+    dtype: str
+    minus_1e9: float  # -1e9 stored in dtype
+    finfo_min: float  # the most negative finite value of dtype
+    finfo_min_doubled: float  # finfo.min + finfo.min, computed in dtype
+    row_of_minus_1e9: str  # softmax of a row filled with -1e9: "uniform" or "nan"
+    row_of_finfo_min: str  # softmax of a row filled with finfo.min
+    measured_on: tuple[str, ...]  # "library version" of each library that gave these numbers
+
+
+@dataclass(frozen=True)
+class RenormalisedFact:
+    """Masking *after* softmax, in ``dtype``: softmax over all scores, zero the disallowed
+    weights, then divide by what is left (the scores and mask are in :class:`PrecisionFacts`)."""
+
+    dtype: str
+    row_sum_after_zeroing: float  # what is left to divide by
+    renormalised: tuple[float, ...]  # rounded to 6 places; NaN where 0 / 0
+    measured_on: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LeakFact:
+    """An additive fill too small for the scores: softmax(scores + added) in ``dtype``."""
+
+    dtype: str
+    scores: tuple[float, ...]
+    added: tuple[float, ...]
+    weights: tuple[float, ...]  # rounded to 6 places
+    measured_on: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PrecisionFacts:
+    """The dtype-dependent facts the lesson states, each measured on real libraries."""
+
+    fills: tuple[FillFact, ...]
+    renormalised_scores: tuple[float, ...]  # (S,) scores of the renormalisation facts
+    renormalised_allowed: tuple[bool, ...]  # (S,) True = kept; the others are zeroed after softmax
+    renormalised: tuple[RenormalisedFact, ...]
+    leak: LeakFact
+
+
+_BOTH = ("torch 2.13.0+cpu", "jax 0.10.2")
+_NAN = float("nan")
+_NEG_INF = float("-inf")
+
+PRECISION_FACTS = PrecisionFacts(
+    fills=(
+        FillFact("float16", _NEG_INF, -65504.0, _NEG_INF, "nan", "uniform", _BOTH),
+        FillFact("bfloat16", -998244352.0, -3.3895313892515355e38, _NEG_INF, "uniform", "uniform", _BOTH),
+        FillFact("float32", -1e9, -3.4028234663852886e38, _NEG_INF, "uniform", "uniform", _BOTH),
+        FillFact("float64", -1e9, -1.7976931348623157e308, _NEG_INF, "uniform", "uniform", _BOTH),
+    ),
+    renormalised_scores=(1.0, 2.0, 100.0),
+    renormalised_allowed=(True, True, False),
+    renormalised=(
+        RenormalisedFact("float64", 3.760007e-43, (0.268941, 0.731059, 0.0), _BOTH),
+        # exp(-99) is below float32's smallest normal number: torch keeps it as a subnormal,
+        # JAX on CPU flushes it to zero, so the same dtype gives a number in one and NaN in the other.
+        RenormalisedFact("float32", 3.75548e-43, (0.268657, 0.731343, 0.0), ("torch 2.13.0+cpu",)),
+        RenormalisedFact("float32", 0.0, (_NAN, _NAN, _NAN), ("jax 0.10.2",)),
+        RenormalisedFact("bfloat16", 0.0, (_NAN, _NAN, _NAN), _BOTH),
+        RenormalisedFact("float16", 0.0, (_NAN, _NAN, _NAN), _BOTH),
+    ),
+    leak=LeakFact("float16", (1.0, 20000.0), (0.0, -1e4), (0.0, 1.0), _BOTH),
 )

@@ -1,0 +1,42 @@
+"""Cross-checks against real libraries: they need the `crosscheck` extra (torch and JAX).
+
+Without the extra each test skips with a message saying how to install it; with
+REQUIRE_CROSSCHECK=1 in the environment (CI) a missing library fails the test instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+import pytest
+
+REQUIRE = os.environ.get("REQUIRE_CROSSCHECK") == "1"
+
+
+def import_library(name: str) -> ModuleType:
+    """Import ``name``, or skip (fail under REQUIRE_CROSSCHECK=1) saying why and how to fix it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        reason = str(exc)
+    message = (
+        f"{name} is not installed ({reason}); the cross-checks need the 'crosscheck' extra: "
+        "run `make crosscheck`, or `pip install -e '.[crosscheck]'` then `pytest tests/crosscheck`"
+    )
+    if REQUIRE:
+        pytest.fail(f"REQUIRE_CROSSCHECK=1 and {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def torch() -> ModuleType:
+    torch = import_library("torch")
+    torch.set_num_threads(1)  # tiny tensors; the machine's cores are shared
+    return torch
+
+
+@pytest.fixture(scope="session")
+def jax() -> ModuleType:
+    return import_library("jax")
