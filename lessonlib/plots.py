@@ -11,6 +11,9 @@ import io
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib import colormaps
+from matplotlib.artist import Artist
+from matplotlib.colors import Colormap
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
@@ -19,6 +22,11 @@ SEQUENTIAL_CMAP = "viridis"
 DIVERGING_CMAP = "cividis"
 BAR_COLOUR = "#3b528b"  # a viridis blue
 SECOND_COLOUR = "#5ec962"  # a viridis green, paired with hatching where both appear
+
+
+def _with_blank_nan(name: str) -> Colormap:
+    """The colour map ``name`` with NaN cells (disallowed keys) drawn white."""
+    return colormaps[name].with_extremes(bad="white")
 
 
 def new_figure(width: float = 6.0, height: float = 2.5, *, dpi: int = 80, ncols: int = 1) -> tuple[Figure, list[Axes]]:
@@ -33,7 +41,12 @@ def new_figure(width: float = 6.0, height: float = 2.5, *, dpi: int = 80, ncols:
 
 
 def figure_png(fig: Figure) -> bytes:
-    """Render ``fig`` to PNG bytes (what an explorer's Image widget shows)."""
+    """Render ``fig`` to PNG bytes (what an explorer's Image widget shows).
+
+    A :class:`PartialRedraw` (anything with a ``png()`` method) renders itself.
+    """
+    if callable(getattr(fig, "png", None)):
+        return fig.png()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=fig.dpi)
     return buffer.getvalue()
@@ -64,8 +77,7 @@ def heatmap(ax: Axes, matrix: np.ndarray, *, allowed: np.ndarray | None = None, 
     ax.clear()
     matrix = np.asarray(matrix, dtype=float)  # (L, S)
     shown = matrix if allowed is None else np.where(allowed, matrix, np.nan)
-    image = ax.imshow(shown, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    image.cmap.set_bad("white")
+    image = ax.imshow(shown, cmap=_with_blank_nan(cmap), vmin=vmin, vmax=vmax, aspect="auto")
     n_rows, n_cols = matrix.shape
     if allowed is not None:
         for i, j in zip(*np.nonzero(~np.broadcast_to(allowed, matrix.shape))):
@@ -134,8 +146,7 @@ class HeatmapPanel:
                  annotate: bool = True) -> None:
         self.ax = ax
         n_rows, n_cols = shape
-        self.image = ax.imshow(np.zeros(shape), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-        self.image.cmap.set_bad("white")
+        self.image = ax.imshow(np.zeros(shape), cmap=_with_blank_nan(cmap), vmin=vmin, vmax=vmax, aspect="auto")
         self.midpoint = (vmin + vmax) / 2
         self.hatches = [[ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
                                                 edgecolor="0.45", lw=0, visible=False))
@@ -166,3 +177,160 @@ class HeatmapPanel:
                         text.set_text("nan" if np.isnan(value) else f"{value:.2f}")
                         text.set_color("white" if not value >= self.midpoint else "black")
         self.ax.set_title(title, fontsize=9)
+
+
+def pin_layout(ax: Axes, *, max_yticks: int | None = 4) -> None:
+    """Fix the title and axis-label positions of ``ax`` so a redraw does not measure tick labels.
+
+    By default matplotlib moves the title and the axis labels clear of the tick labels on every
+    draw, which lays out every tick label twice; pinning them roughly halves an explorer's redraw.
+    ``max_yticks`` caps the number of y ticks (each one is a text to render); None leaves them.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_title(ax.get_title(), fontsize=9, y=1.0)  # an explicit y turns the automatic placement off
+    ax.xaxis.set_label_coords(0.5, -0.14)
+    ax.yaxis.set_label_coords(-0.13, 0.5)
+    if max_yticks is not None:
+        ax.yaxis.set_major_locator(MaxNLocator(max_yticks))
+
+
+class LeakHeatmapPanel(HeatmapPanel):
+    """Like :class:`HeatmapPanel`, but a disallowed cell keeps its value when it is not zero.
+
+    For weights computed the wrong way (zeroed after softmax, a finite fill): a hatched cell
+    that received exactly zero weight is blank (the hatch marks it; no text, which keeps a redraw
+    cheap); a hatched cell that received weight keeps its colour and number, so weight leaking
+    onto an excluded key is visible. NaN cells are blank and read 'nan'.
+    """
+
+    def update(self, matrix: np.ndarray, *, allowed: np.ndarray | None = None, title: str = "") -> None:
+        """Show ``matrix``; hatch the cells where ``allowed`` is False."""
+        matrix = np.asarray(matrix, dtype=float)  # (L, S)
+        blocked = np.zeros(matrix.shape, bool) if allowed is None else ~np.broadcast_to(allowed, matrix.shape)
+        silent = blocked & (matrix == 0.0)  # excluded and got nothing: the correct outcome
+        self.image.set_data(np.where(silent, np.nan, matrix))
+        for i, row in enumerate(self.hatches):
+            for j, patch in enumerate(row):
+                patch.set_visible(bool(blocked[i, j]))
+                if self.texts is None:
+                    continue
+                text, value = self.texts[i][j], matrix[i, j]
+                if silent[i, j]:
+                    text.set_text("")
+                elif np.isnan(value):
+                    text.set_text("nan")
+                    text.set_color("0.2")
+                else:
+                    text.set_text(f"{value:.2f}")
+                    text.set_color("white" if value < self.midpoint else "black")
+        self.ax.set_title(title, fontsize=9)
+
+
+class LogBarPanel:
+    """Bars on a logarithmic y axis (bytes, seconds), drawn once and updated in place.
+
+    Bars listed in ``hatched`` are hatched and drawn in a second colour, so they stand apart
+    without relying on colour. Every bar starts at ``floor`` (a log axis has no zero).
+    """
+
+    def __init__(self, ax: Axes, labels: Sequence[str], *, ylabel: str = "", hatched: Sequence[int] = (),
+                 floor: float = 1.0) -> None:
+        self.ax = ax
+        self.floor = floor
+        ax.set_yscale("log")
+        positions = np.arange(len(labels))
+        self.rects = ax.bar(positions, np.ones(len(labels)), bottom=floor, color=BAR_COLOUR)
+        for i in hatched:
+            self.rects[i].set_facecolor(SECOND_COLOUR)
+            self.rects[i].set_hatch("///")
+        ax.set_xticks(positions, labels)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+
+    def update(self, values: Sequence[float], *, title: str = "") -> None:
+        """Set bar tops to ``values`` (all > floor) and fit the y range to whole decades around them."""
+        values = np.asarray(values, dtype=float)
+        for rect, v in zip(self.rects, values):
+            rect.set_height(max(v - self.floor, 0.0))
+        low = 10.0 ** (np.floor(np.log10(values.min())) - 1)
+        high = 10.0 ** (np.ceil(np.log10(values.max())) + 0.3)
+        self.ax.set_ylim(max(low, self.floor), high)
+        self.ax.set_title(title, fontsize=9)
+
+
+class LogLinesPanel:
+    """Several (x, y) series on log-log axes, drawn once and updated in place.
+
+    ``styles`` gives each series' plot keywords; give every series its own marker or line style
+    (and a label for the legend) so the series can be told apart without colour.
+    """
+
+    def __init__(self, ax: Axes, styles: Sequence[dict], *, xlabel: str = "", ylabel: str = "") -> None:
+        self.ax = ax
+        self.lines = [ax.plot([], [], **style)[0] for style in styles]
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+        if any("label" in style for style in styles):
+            ax.legend(fontsize=6, loc="upper left", frameon=False)
+
+    def update(self, series: Sequence[tuple[Sequence[float], Sequence[float]]], *, title: str = "",
+               xlim: tuple[float, float] | None = None) -> None:
+        """Replace each series' points (an empty series hides it) and fit the axes to the positive data."""
+        ys = []
+        for line, (x, y) in zip(self.lines, series):
+            line.set_data(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+            ys.extend(v for v in y if v > 0)
+        xs = [v for x, _ in series for v in x if v > 0]
+        if xlim is not None:
+            self.ax.set_xlim(*xlim)
+        elif xs:
+            self.ax.set_xlim(min(xs) / 1.5, max(xs) * 1.5)
+        if ys:
+            self.ax.set_ylim(min(ys) / 3.0, max(ys) * 3.0)
+        self.ax.set_title(title, fontsize=9)
+
+
+class PartialRedraw:
+    """Render a figure by redrawing only the artists an update can change.
+
+    The static rest (frames, fixed tick labels, axis labels) is rasterised once into a background;
+    each :meth:`png` restores that background and draws the ``dynamic`` artists on top, in z-order.
+    List everything an update touches: bars, images, texts, titles, and the Axis of any axis whose
+    range moves (its tick labels change). Call :meth:`refresh` after changing anything static.
+    :func:`figure_png` uses :meth:`png` when given one of these instead of a Figure.
+    """
+
+    def __init__(self, fig: Figure, dynamic: Sequence[Artist]) -> None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        self.fig = fig
+        self.canvas = FigureCanvasAgg(fig)
+        self.dynamic = sorted(dynamic, key=lambda artist: artist.get_zorder())
+        for artist in self.dynamic:
+            artist.set_animated(True)  # a full draw (the background) skips animated artists
+        self.background = None
+
+    def refresh(self) -> None:
+        """Re-rasterise the static background (after a change to something not in ``dynamic``)."""
+        self.canvas.draw()
+        self.background = self.canvas.copy_from_bbox(self.fig.bbox)
+
+    def png(self) -> bytes:
+        """The figure as PNG bytes: background, then the dynamic artists (fast zlib level)."""
+        from PIL import Image
+
+        if self.background is None:
+            self.refresh()
+        self.canvas.restore_region(self.background)
+        renderer = self.canvas.get_renderer()
+        for artist in self.dynamic:
+            artist.draw(renderer)
+        width, height = self.canvas.get_width_height()
+        image = Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+        buffer = io.BytesIO()
+        image.save(buffer, format="png", compress_level=1)
+        return buffer.getvalue()
