@@ -145,6 +145,10 @@ def relative_position_bucket(
     n_buckets = check_positive_int(n_buckets, "n_buckets", minimum=2)
     max_distance = check_positive_int(max_distance, "max_distance")
     relative_position = np.asarray(relative_position)
+    if not np.issubdtype(relative_position.dtype, np.integer):
+        raise TypeError(
+            f"relative positions must be integers (key position - query position), got dtype {relative_position.dtype}"
+        )
     distance = -relative_position  # > 0 for keys before the query
     bucket = np.zeros_like(relative_position)
     if bidirectional:

@@ -115,6 +115,8 @@ def test_relative_buckets_t5_layout():
     one_way = L.relative_position_bucket(offsets, bidirectional=False, n_buckets=8, max_distance=20)
     assert np.all(one_way[offsets >= 0] == 0) and one_way.max() == 7
     assert np.all(np.diff(buckets[offsets <= 0][::-1]) >= 0)  # monotone in distance
+    with pytest.raises(TypeError, match="must be integers"):
+        L.relative_position_bucket(np.array([0.5, 1.0]))
 
 
 def test_relative_position_bias_depends_on_offset_only():
