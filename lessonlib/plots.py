@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.artist import Artist
-from matplotlib.colors import Colormap
 from matplotlib.axes import Axes
+from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
@@ -77,7 +77,7 @@ def heatmap(ax: Axes, matrix: np.ndarray, *, allowed: np.ndarray | None = None, 
     ax.clear()
     matrix = np.asarray(matrix, dtype=float)  # (L, S)
     shown = matrix if allowed is None else np.where(allowed, matrix, np.nan)
-    image = ax.imshow(shown, cmap=_with_blank_nan(cmap), vmin=vmin, vmax=vmax, aspect="auto")
+    ax.imshow(shown, cmap=_with_blank_nan(cmap), vmin=vmin, vmax=vmax, aspect="auto")
     n_rows, n_cols = matrix.shape
     if allowed is not None:
         for i, j in zip(*np.nonzero(~np.broadcast_to(allowed, matrix.shape))):
