@@ -3,6 +3,7 @@
     lessonlib exercises build     write exercises/ from solutions/ and execute them
     lessonlib exercises verify    fail when exercises/ is out of date with solutions/
     lessonlib exercises list      the exercises, their points and numbers of cases
+    lessonlib grade SUBMISSION... --out DIR    grade learners' notebooks into a gradebook
 
 Each command group is a function that adds its subparser (see :data:`COMMAND_GROUPS`); a new
 group (``grade``) is one more such function, with its handler stored as ``func``.
@@ -94,8 +95,58 @@ def add_exercises_commands(subparsers: argparse._SubParsersAction) -> None:
     listing.set_defaults(func=_cmd_list)
 
 
+def _cmd_grade(args: argparse.Namespace) -> int:
+    from lessonlib.grading import GradeSettings, GradingError, Interrupted, grade, write_gradebook
+    from lessonlib.grading.progress import Progress
+
+    settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
+                             workers=args.workers, seed=args.seed, isolation=args.isolation)
+    progress = Progress(quiet=args.quiet)
+    try:
+        batch = grade(args.submissions, settings, reporter=progress)
+    except GradingError as exc:
+        progress.close()
+        print(f"lessonlib grade: {exc}", file=sys.stderr)
+        return 2
+    except Interrupted:
+        progress.close()
+        print("lessonlib grade: interrupted; every saved result is kept: run the same command again to "
+              "grade the rest", file=sys.stderr)
+        return 130
+    written = write_gradebook(settings.out, batch.results, batch.isolation, settings.limits(), settings.workers)
+    progress.close()
+    flagged = sum(len(res.flagged) for res in batch.results)
+    print(f"graded {batch.graded} learner(s) in {batch.seconds:.1f} s ({len(batch.results) - batch.graded} "
+          f"already saved); isolation: {batch.isolation.level}; {flagged} exercise(s) flagged for a look")
+    print(f"wrote {settings.out / 'grades.csv'}, summary.csv, grades.json and "
+          f"{len(written) - 3} feedback file(s) in {settings.out / 'feedback'}")
+    return 0
+
+
+def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
+    """``lessonlib grade SUBMISSION... --out DIR``."""
+    grade = subparsers.add_parser(
+        "grade", help="grade learners' exercise notebooks into a gradebook and feedback",
+        description="Grade exercise notebooks in isolated workers. A SUBMISSION is a notebook, a folder "
+                    "per learner, or a folder of such folders. Re-running the same command after an "
+                    "interruption grades only what is missing.",
+    )
+    grade.add_argument("submissions", nargs="+", type=Path, metavar="SUBMISSION")
+    grade.add_argument("--out", required=True, metavar="DIR", help="folder for the gradebook and feedback")
+    grade.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="CPU seconds per exercise (the clock allows twice that plus one; default 10)")
+    grade.add_argument("--memory", type=int, default=1024, metavar="MB", help="memory per exercise (default 1024)")
+    grade.add_argument("--workers", type=int, default=2, metavar="N", help="learners graded at once (default 2)")
+    grade.add_argument("--seed", type=int, default=None, metavar="S",
+                       help="seed of the hidden cases (default: a random one, kept in DIR for resuming)")
+    grade.add_argument("--isolation", default="auto", choices=["auto", "namespaces", "nobody", "limits"],
+                       help="how learner code is isolated (default: the strongest that works here)")
+    grade.add_argument("--quiet", action="store_true", help="no progress display")
+    grade.set_defaults(func=_cmd_grade)
+
+
 # One entry per command group; `lessonlib grade` is added by appending its own function.
-COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [add_exercises_commands]
+COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [add_exercises_commands, add_grade_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,306 @@
+"""From what the worker stored for one exercise to its grade: read, judge, name the status.
+
+The worker's files are read as data only (JSON and ``.npy`` through :mod:`wire`). Cases with no
+outcome (the process was stopped, crashed or exited) count as failed, with that reason; they are
+never counted as passed. The check itself is :func:`lessonlib.exercises.judge`, the same one
+``check()`` uses in a notebook.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lessonlib.exercises import (
+    FAILED,
+    NOT_ATTEMPTED,
+    PASSED,
+    Case,
+    CheckResult,
+    Exercise,
+    Outcome,
+    Value,
+    judge,
+)
+from lessonlib.exercises.runner import RAISED
+from lessonlib.grading import records as r
+from lessonlib.grading import wire
+from lessonlib.grading.sandbox import Limits
+from lessonlib.grading.submissions import ExercisePlan, ManualAnswer
+
+
+@dataclass
+class TaskResult:
+    """What the worker reported for one exercise: the process's fate and the frames it sent."""
+
+    fate: dict[str, Any] | None = None  # None: the exercise started but never finished
+    cells: list[dict[str, Any]] | None = None
+    defined: bool = False
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    lessonlib: set[str] = field(default_factory=set)
+    printed: int = 0
+    done: bool = False
+    broken: str | None = None  # the frames did not follow the format
+    setup_error: str | None = None  # the worker could not prepare the process (not the learner's doing)
+
+
+def _text(x: Any, limit: int = 2000) -> str:
+    return str(x)[:limit]
+
+
+def read_task(results: Path, key: str, limits: Limits) -> TaskResult:
+    """Read one exercise's ``KEY.status`` and ``KEY.frames`` without trusting anything in them."""
+    task = TaskResult()
+    status = results / f"{key}.status"
+    if not status.exists():
+        return task
+    try:
+        fate = wire.load_json(status.read_bytes())
+        task.fate = fate if isinstance(fate, dict) else {}
+        stream = results / f"{key}.frames"
+        if stream.stat().st_size > limits.result_mb * 2**20 + 2**16:
+            raise wire.WireError(f"{stream.name} is larger than the result limit")
+        frames, cut = wire.parse_frames(stream.read_bytes(), array_limit=limits.array_mb * 2**20)
+        if cut:
+            task.fate["truncated"] = True
+    except (OSError, wire.WireError) as exc:
+        task.fate = task.fate or {}
+        task.broken = str(exc)
+        return task
+    try:
+        _walk_frames(task, frames)
+    except (wire.WireError, KeyError, TypeError, ValueError) as exc:
+        task.broken = _text(exc)
+    if task.fate.get("truncated"):
+        task.broken = task.broken or "the result stream was cut off"
+    return task
+
+
+def _walk_frames(task: TaskResult, frames: list[Any]) -> None:
+    i = 0
+    while i < len(frames):
+        frame = frames[i]
+        i += 1
+        if not isinstance(frame, dict):
+            raise wire.WireError("an array where a description was expected")
+        kind = frame.get("kind")
+        if kind == "cells":
+            cells = frame.get("cells")
+            if not isinstance(cells, list):
+                raise wire.WireError("a cells report in an unknown form")
+            task.cells = [c for c in cells if isinstance(c, dict)]
+            for c in task.cells:
+                task.lessonlib.update(_text(n, 200) for n in c.get("lessonlib") or [] if isinstance(n, str))
+            task.defined = frame.get("defined") is True
+            task.printed = int(frame.get("printed") or 0)
+        elif kind == "case":
+            count = frame.get("arrays")
+            if not isinstance(count, int) or count < 0 or i + count > len(frames):
+                raise wire.WireError("a case that refers to missing arrays")
+            arrays = frames[i:i + count]
+            i += count
+            if not all(hasattr(a, "dtype") for a in arrays):
+                raise wire.WireError("a description where an array was expected")
+            outcome = wire.decode_outcome(frame.get("outcome"), arrays, Outcome, Value)
+            task.outcomes[_text(frame.get("id"), 100)] = outcome
+            task.lessonlib.update(_text(n, 200) for n in frame.get("lessonlib") or [] if isinstance(n, str))
+            task.printed += int(frame.get("printed") or 0)
+        elif kind == "done":
+            task.done = True
+        elif kind == "setup_failed":
+            task.setup_error = _text(frame.get("error"), 500)
+        else:
+            raise wire.WireError(f"an unknown frame {_text(kind, 40)!r}")
+
+
+# --- why a process ended ---------------------------------------------------------------------------
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _fate(task: TaskResult, limits: Limits) -> tuple[str, str] | None:
+    """(status, what happened) when the process did not end normally, else None."""
+    fate = task.fate or {}
+    if fate.get("timed_out") == "cpu":
+        return r.TIMEOUT, f"it used more than {limits.cpu_seconds:g} s of CPU time (an endless loop, or far too slow)"
+    if fate.get("timed_out") == "wall":
+        return r.TIMEOUT, (f"it was still running after {limits.wall_seconds:g} s (waiting or looping; the "
+                           f"allowance is {limits.cpu_seconds:g} s of CPU time)")
+    if fate.get("over_limit"):
+        return r.TOO_LARGE, f"it sent back more than {limits.result_mb} MB"
+    if task.done and not task.broken:
+        return None
+    if task.broken and fate.get("exit_code") == 0:
+        return r.CRASHED, f"it sent back a malformed result ({task.broken})"
+    number = fate.get("signal")
+    if isinstance(number, int):
+        if number == signal.SIGXFSZ:
+            return r.CRASHED, f"it wrote a file larger than {limits.file_mb} MB"
+        return r.CRASHED, f"the process running it was killed by {_signal_name(number)}"
+    code = fate.get("exit_code")
+    return r.EXITED, (f"the process running it ended (exit status {code}) before it finished: "
+                      "os._exit() or a crash")
+
+
+def _status_from_error(error: str, limits: Limits) -> tuple[str, str] | None:
+    """A status for an exception that says more than "failed" (the program itself hit a limit)."""
+    if error.startswith("LessonlibUnavailable"):
+        return r.USES_LESSONLIB, ""
+    if error.startswith("SystemExit"):
+        return r.EXITED, f"it called sys.exit() ({error}); an answer must return its result"
+    if error.startswith("MemoryError"):
+        return r.MEMORY, f"it ran out of memory (the limit is {limits.memory_mb} MB): {error}"
+    if error.startswith("ResultTooLarge"):
+        return r.TOO_LARGE, error.removeprefix("ResultTooLarge: ")
+    if error.startswith("BlockingIOError") and "Errno 11" in error:
+        return r.PROCESS_LIMIT, (f"it tried to start more processes than allowed ({limits.processes}): "
+                                 f"{error}")
+    return None
+
+
+def _lessonlib_reason(names: set[str]) -> str:
+    shown = ", ".join(f"`{n}`" for n in sorted(names)[:3]) or "lessonlib"
+    return (f"The answer calls {shown}, the course's own implementation: the exercise is to write it "
+            "yourself with NumPy, so that earns no points.")
+
+
+# --- grades ---------------------------------------------------------------------------------------
+
+
+def _grade(plan: ExercisePlan, exercise: Exercise, status: str, reason: str, points: float = 0.0,
+           notes: list[str] | None = None) -> r.ExerciseGrade:
+    return r.ExerciseGrade(plan.notebook, exercise.name, points, exercise.points, status,
+                           diagnosis=_first_sentence(reason), reason=reason, notes=list(notes or []))
+
+
+def _first_sentence(text: str) -> str:
+    head = text.split(". ")[0].rstrip(".")
+    return head[:300]
+
+
+def _from_check(plan: ExercisePlan, result: CheckResult, hidden: set[str], notes: list[str]) -> r.ExerciseGrade:
+    failed = [
+        {"case": f.case, "description": f.description, "reason": f.reason, "expected": f.expected,
+         "got": f.got, "detail": f.detail, "hidden": f.case in hidden}
+        for f in result.failed_cases
+    ]
+    diagnoses = [
+        {"name": d.name, "title": d.title, "message": d.message, "hint": d.hint, "reread": d.reread}
+        for d in result.diagnoses
+    ]
+    if result.status == PASSED:
+        diagnosis, reason = "", ""
+    elif result.status == NOT_ATTEMPTED:
+        diagnosis, reason = "not attempted", "The answer cell still holds the stub: not attempted yet."
+    elif result.status == FAILED and diagnoses:
+        diagnosis = "; ".join(f"{d['title']} [{d['name']}]" for d in diagnoses)
+        reason = f"{result.passed_cases} of {result.total_cases} cases passed."
+    elif result.status == FAILED:
+        first = result.failed_cases[0] if result.failed_cases else None
+        diagnosis = "no known misconception"
+        if first is not None and first.reason == "raised":
+            diagnosis += f"; {first.case} {first.got}"
+        elif first is not None:
+            diagnosis += f"; first failure: {first.reason.replace('_', ' ')} on {first.case}"
+        reason = f"{result.passed_cases} of {result.total_cases} cases passed."
+    else:
+        diagnosis, reason = _first_sentence(result.message), result.message
+    return r.ExerciseGrade(
+        plan.notebook, result.exercise, result.points, result.max_points, result.status, diagnosis, reason,
+        passed_cases=result.passed_cases, total_cases=result.total_cases, diagnoses=diagnoses,
+        failed_cases=failed, notes=notes,
+    )
+
+
+def _cell_notes(task: TaskResult) -> list[str]:
+    notes = []
+    for cell in task.cells or []:
+        if cell.get("label") != "answer" and cell.get("raised"):
+            notes.append(f"Running the definitions of {_text(cell.get('label'), 40)} raised "
+                         f"{_text(cell.get('raised'), 300)}.")
+    if task.printed > 100_000:
+        notes.append(f"The answer printed {task.printed:,} characters; the grader discards printed output.")
+    return notes
+
+
+def assess(exercise: Exercise, plan: ExercisePlan, cases: list[Case], task: TaskResult | None,
+           limits: Limits, *, stopped_grader: bool = False) -> r.ExerciseGrade:
+    """The grade of one exercise from its plan and what the worker stored (never raises)."""
+    name = exercise.name
+    notes = list(plan.notes)
+    if plan.status is not None:
+        return _grade(plan, exercise, plan.status, plan.reason, notes=notes)
+    if stopped_grader:
+        return _grade(plan, exercise, r.STOPPED_GRADER,
+                      "Running this answer stopped the grading process, so it was not run again and earns no "
+                      "points. Your instructor has been told.", notes=notes)
+    if task is None or task.fate is None:
+        return _grade(plan, exercise, r.CRASHED, "The worker stopped before this exercise could run.", notes=notes)
+    if task.setup_error is not None:
+        return _grade(plan, exercise, r.ERROR, f"The grader could not prepare a process for this exercise "
+                      f"({task.setup_error}); please report it.", notes=notes)
+    notes += _cell_notes(task)
+    ended = _fate(task, limits)
+    answer = next((c for c in task.cells or [] if c.get("label") == "answer"), None)
+    raised = _text(answer.get("raised")) if answer and answer.get("raised") else None
+    if task.cells is None:  # the process ended while the cells ran
+        status, what = ended or (r.CRASHED, "no report came back")
+        return _grade(plan, exercise, status, f"Stopped while the answer cell ran: {what}.", notes=notes)
+    if not task.defined:
+        if raised is None:
+            return _grade(plan, exercise, r.MISSING_ANSWER, f"Running the answer cell did not define `{name}`.",
+                          notes=notes)
+        special = _status_from_error(raised, limits)
+        if special and special[0] == r.USES_LESSONLIB:
+            return _grade(plan, exercise, r.USES_LESSONLIB, _lessonlib_reason(task.lessonlib), notes=notes)
+        if special:
+            return _grade(plan, exercise, special[0], f"The answer cell stopped: {special[1]}.", notes=notes)
+        return _grade(plan, exercise, r.CELL_ERROR,
+                      f"The answer cell raised {raised} when run, so `{name}` was never defined.", notes=notes)
+    if raised is not None:
+        notes.append(f"The answer cell raised {raised} after defining `{name}`; `{name}` was graded as defined.")
+    missing = f"GraderStopped: no result ({ended[1]})" if ended else "GraderStopped: no result came back"
+    outcomes = [task.outcomes.get(c.id) or Outcome(RAISED, error=missing) for c in cases]
+    result = judge(exercise, cases, outcomes)
+    grade = _from_check(plan, result, {c.id for c in cases if c.id.startswith("hidden")}, notes)
+    if result.status == PASSED:
+        if task.lessonlib:
+            grade.notes.append("The answer tried lessonlib's own functions but did the work itself.")
+        return grade
+    finished = sum(c.id in task.outcomes for c in cases)
+    override = None  # the first thing that went wrong, in case order; then how the process ended
+    for case in cases:
+        outcome = task.outcomes.get(case.id)
+        if outcome is not None and outcome.status == RAISED:
+            override = _status_from_error(outcome.error or "", limits)
+            if override:
+                break
+    if override is not None and ended is not None:
+        override = (override[0], f"{override[1]}; then {ended[1]}")
+    override = override or ended
+    if task.lessonlib and (override is None or override[0] == r.USES_LESSONLIB):
+        grade.status, grade.reason = r.USES_LESSONLIB, _lessonlib_reason(task.lessonlib)
+        grade.diagnosis = _first_sentence(grade.reason)
+    elif override is not None:
+        partial = (f" {finished} of {len(cases)} cases finished before that; only those count."
+                   if 0 < finished < len(cases) else "")
+        grade.status = override[0]
+        grade.reason = f"Stopped: {override[1]}.{partial}"
+        grade.diagnosis = _first_sentence(grade.reason)
+    return grade
+
+
+def manual_grade(answer: ManualAnswer) -> r.ExerciseGrade:
+    """A written answer: copied for a person to grade (no points until then)."""
+    q = answer.question
+    points = None if answer.status == r.NEEDS_MANUAL else 0.0
+    return r.ExerciseGrade(q.notebook, q.name, points, q.points, answer.status, diagnosis=answer.reason,
+                           reason=answer.reason, kind="manual", answer_text=answer.text,
+                           notes=[f"Question: {q.question}"])

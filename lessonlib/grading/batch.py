@@ -1,0 +1,470 @@
+"""Grade a batch of learners: one isolated worker per learner, results saved as soon as known.
+
+Output folder layout::
+
+    DIR/grades.csv, summary.csv, grades.json, feedback/<learner>.md   written at the end
+    DIR/learners/<learner>.json      one learner's result, written (atomically) when known
+    DIR/.grading/state.json          the seed of the hidden cases and the settings
+    DIR/.grading/work/<learner>/     a learner's job while it runs: job.json, inputs.bin,
+                                     results/<exercise>.started|.frames|.status
+
+Resuming: a learner whose result is saved (for the same files and seed) is not graded again.
+Before each exercise runs, the worker leaves a ``started`` marker; a marker without a result,
+found when the command is run again, means the grading process died while that exercise ran. If
+it was the only exercise running (or it ran alone), it is blamed: status ``stopped_grader``,
+not run again. If several were running, each is first run again alone, to find the culprit.
+An interruption with Ctrl-C removes the markers of what was running, so nobody is blamed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from lessonlib.exercises import EXERCISES, Case
+from lessonlib.grading import records as r
+from lessonlib.grading import sandbox, wire
+from lessonlib.grading.assess import assess, manual_grade, read_task
+from lessonlib.grading.files import atomic_write_json, read_json
+from lessonlib.grading.submissions import (
+    CourseNotebook,
+    ExercisePlan,
+    Learner,
+    course_notebooks,
+    discover,
+    plan_notebook,
+    read_notebook,
+)
+
+FORMAT = 1  # bump when a saved result would no longer be valid
+
+
+class GradingError(RuntimeError):
+    """The batch cannot run (bad arguments, no isolation, a seed that differs from DIR's)."""
+
+
+class Interrupted(Exception):
+    """The instructor stopped the batch; what was running is not blamed on anyone."""
+
+
+@dataclass(frozen=True)
+class GradeSettings:
+    """The options of ``lessonlib grade``."""
+
+    out: Path
+    timeout: float = 10.0
+    memory_mb: int = 1024
+    workers: int = 2
+    seed: int | None = None
+    isolation: str = "auto"
+
+    def limits(self) -> sandbox.Limits:
+        return sandbox.Limits(cpu_seconds=self.timeout, memory_mb=self.memory_mb)
+
+
+class Reporter:
+    """Receives progress (this one ignores it; the command line shows it, see ``progress.py``)."""
+
+    def start(self, *, total: int, resumed: int, isolation: sandbox.Isolation, settings: GradeSettings) -> None:
+        """The batch is about to start: ``resumed`` learners were already graded."""
+
+    def running(self, learner: str) -> None:
+        """A learner's worker is starting."""
+
+    def done(self, result: r.LearnerResult, *, resumed: bool = False) -> None:
+        """A learner's result is saved (or was saved by an earlier run)."""
+
+
+@dataclass
+class BatchResult:
+    results: list[r.LearnerResult]
+    isolation: sandbox.Isolation
+    seconds: float
+    graded: int  # learners graded by this run (the others were already saved)
+
+
+@dataclass
+class _Batch:
+    settings: GradeSettings
+    limits: sandbox.Limits
+    out: Path
+    state: Path
+    work: Path
+    saved: Path
+    courses: list[CourseNotebook]
+    cases: dict[str, list[Case]]
+    submissions: list[Path]
+    seed_digest: str
+    isolation: sandbox.Isolation | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
+    running: dict[str, subprocess.Popen] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+# --- set-up --------------------------------------------------------------------------------------
+
+
+def _resolve_seed(state: Path, requested: int | None) -> int:
+    saved = read_json(state / "state.json") or {}
+    if requested is not None and "seed" in saved and int(saved["seed"]) != requested:
+        raise GradingError(
+            f"this output folder was graded with another --seed; use that seed to resume, or a new folder "
+            f"(the seed is in {state / 'state.json'})"
+        )
+    seed = requested if requested is not None else int(saved.get("seed", secrets.randbits(32)))
+    atomic_write_json(state / "state.json", {**saved, "seed": seed, "format": FORMAT}, mode=0o600)
+    return seed
+
+
+def _fingerprint(learner: Learner, courses: Sequence[CourseNotebook], seed_digest: str) -> str:
+    h = hashlib.sha256(f"{FORMAT}:{seed_digest}".encode())
+    for course in courses:
+        path = learner.files.get(course.name)
+        h.update(course.name.encode())
+        try:
+            h.update(path.read_bytes() if path else b"<missing>")
+        except OSError:
+            h.update(b"<unreadable>")
+    return h.hexdigest()
+
+
+def _saved_result(batch: _Batch, learner: Learner, fingerprint: str) -> r.LearnerResult | None:
+    data = read_json(batch.saved / f"{learner.key}.json")
+    if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
+        return None
+    try:
+        return r.LearnerResult.from_dict(data)
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+# --- markers left by a grading process that died -------------------------------------------------
+
+
+def _suspects_path(job_dir: Path) -> Path:
+    return job_dir / "suspects.json"
+
+
+def _load_suspects(job_dir: Path) -> dict[str, str]:
+    data = read_json(_suspects_path(job_dir))
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _in_flight(job_dir: Path) -> list[tuple[str, bool]]:
+    """Tasks of a job that started and never finished: (task key, whether it ran alone)."""
+    found = []
+    results = job_dir / "results"
+    if results.is_dir():
+        for marker in sorted(results.glob("*.started")):
+            started = read_json(marker)
+            if isinstance(started, dict) and not marker.with_suffix(".status").exists():
+                found.append((marker.stem, bool(started.get("solo"))))
+    return found
+
+
+def _blame(batch: _Batch, finished: set[str]) -> None:
+    """Turn markers left by a dead grading process into suspects (see the module docstring)."""
+    if not batch.work.is_dir():
+        return
+    flights: list[tuple[Path, str, bool]] = []
+    for job_dir in sorted(p for p in batch.work.iterdir() if p.is_dir() and not p.name.startswith("probe-")):
+        if job_dir.name in finished:
+            shutil.rmtree(job_dir, ignore_errors=True)
+            continue
+        flights += [(job_dir, key, solo) for key, solo in _in_flight(job_dir)]
+    for job_dir, key, solo in flights:
+        suspects = _load_suspects(job_dir)
+        verdict = "culprit" if solo or len(flights) == 1 else "solo"
+        if suspects.get(key) != "culprit":
+            suspects[key] = verdict
+        atomic_write_json(_suspects_path(job_dir), suspects, mode=0o600)
+        (job_dir / "results" / f"{key}.started").unlink(missing_ok=True)
+
+
+def _forget_in_flight(job_dir: Path) -> None:
+    """After an interruption by the instructor: nobody is to blame for what was running."""
+    for key, _ in _in_flight(job_dir):
+        (job_dir / "results" / f"{key}.started").unlink(missing_ok=True)
+
+
+# --- one learner ------------------------------------------------------------------------------------
+
+
+def _task_key(plan: ExercisePlan) -> str:
+    return f"{plan.notebook.removesuffix('.ipynb')}--{plan.exercise}"
+
+
+def _prepare_job(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_dir: Path, solo: bool
+                 ) -> tuple[dict[str, Any], Path]:
+    for name in ("inputs.bin", "results", "scratch", "job.json", "probe.json", "fatal.json"):
+        target = job_dir / name
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink(missing_ok=True)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(job_dir, 0o711)  # nobody may pass through to its scratch folder, and read nothing here
+    (job_dir / "results").mkdir(mode=0o700)
+    assert batch.isolation is not None
+    job = sandbox.base_job(batch.isolation, batch.limits, job_dir=job_dir, out_dir=batch.out,
+                           submissions=batch.submissions, workers=batch.settings.workers)
+    job["solo"] = solo
+    scratch = sandbox.scratch_folder(batch.isolation, job_dir)
+    job["scratch"] = str(scratch)
+    arrays: list[bytes] = []
+    encoded: dict[str, list[dict[str, Any]]] = {}
+    for plan in plans:
+        if plan.exercise not in encoded:  # the same cases for every task of an exercise
+            encoded[plan.exercise] = [
+                {"id": c.id, "call": c.call, "trace_memory": c.trace_memory, "args": wire.encode_args(c.args, arrays)}
+                for c in batch.cases[plan.exercise]
+            ]
+        job["tasks"].append({
+            "key": _task_key(plan), "exercise": plan.exercise,
+            "program": [{"label": s.label, "filename": s.filename, "source": s.source} for s in plan.program],
+            "cases": encoded[plan.exercise],
+        })
+    inputs = job_dir / "inputs.bin"
+    inputs.write_bytes(b"".join(arrays))
+    os.chmod(inputs, 0o600)
+    return job, scratch
+
+
+def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) -> int:
+    allowance = 120 + n_tasks * 2 * (batch.limits.wall_seconds + 10)  # each task may be tried twice
+    with batch.lock:
+        if batch.stopping.is_set():
+            raise Interrupted
+        process = sandbox.start_worker(job_dir)
+        batch.running[learner.key] = process
+    try:
+        process.wait(timeout=allowance)
+    except subprocess.TimeoutExpired:
+        sandbox.stop_worker(process)
+    finally:
+        with batch.lock:
+            batch.running.pop(learner.key, None)
+    if batch.stopping.is_set():
+        raise Interrupted
+    return process.returncode
+
+
+def _worker_log(job_dir: Path) -> str:
+    try:
+        return (job_dir / "worker.log").read_text(errors="replace")[-600:].strip()
+    except OSError:
+        return ""
+
+
+def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_dir: Path,
+               suspects: dict[str, str], solo: bool) -> dict[str, Any]:
+    """Run the worker until every task has a result or is blamed; relaunch after a worker dies."""
+    remaining = [p for p in plans if suspects.get(_task_key(p)) != "culprit"]
+    done: set[str] = set()
+    failure = ""
+    job: dict[str, Any] | None = None
+    while remaining:
+        if job is None:
+            job, scratch = _prepare_job(batch, learner, remaining, job_dir, solo)
+        else:  # a relaunch after the worker died: only what is left, in a fresh scratch folder
+            assert batch.isolation is not None
+            job["tasks"] = [t for t in job["tasks"] if t["key"] in {_task_key(p) for p in remaining}]
+            scratch = sandbox.scratch_folder(batch.isolation, job_dir)
+            job["scratch"] = str(scratch)
+        (job_dir / "job.json").write_text(json.dumps(job))
+        os.chmod(job_dir / "job.json", 0o600)  # it holds every case's inputs: not for learner code
+        try:
+            code = _run_worker(batch, learner, job_dir, len(remaining))
+        finally:
+            if scratch.parent != job_dir:
+                shutil.rmtree(scratch, ignore_errors=True)
+        if code == 3 and (job_dir / "fatal.json").exists():
+            fatal = read_json(job_dir / "fatal.json") or {}
+            raise GradingError(f"the worker's isolation could not be set up: {fatal.get('error')}")
+        progressed = False
+        for key, _ in _in_flight(job_dir):  # the worker died while this task ran: the task killed it
+            suspects[key] = "culprit"
+            atomic_write_json(_suspects_path(job_dir), suspects, mode=0o600)
+            progressed = True
+        for plan in remaining:
+            if (job_dir / "results" / f"{_task_key(plan)}.status").exists():
+                done.add(_task_key(plan))
+                progressed = True
+        remaining = [p for p in remaining if _task_key(p) not in done and suspects.get(_task_key(p)) != "culprit"]
+        if remaining and not progressed:
+            failure = f"the worker ended with status {code} before running them ({_worker_log(job_dir)})"
+            break
+    return {"failure": failure, "done": done}
+
+
+def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bool = False) -> r.LearnerResult:
+    """Plan, run and assess every exercise of one learner (the worker does the running)."""
+    start = time.perf_counter()
+    job_dir = batch.work / learner.key
+    suspects = _load_suspects(job_dir)
+    plans: list[ExercisePlan] = []
+    grades: list[r.ExerciseGrade] = []
+    manual: list[r.ExerciseGrade] = []
+    for course in batch.courses:
+        path = learner.files.get(course.name)
+        notebook_plans, answers = plan_notebook(course, read_notebook(path) if path else None)
+        plans += notebook_plans
+        manual += [manual_grade(a) for a in answers]
+    runnable = [p for p in plans if p.status is None]
+    outcome: dict[str, Any] = {"failure": "", "done": set()}
+    if runnable:
+        outcome = _run_tasks(batch, learner, runnable, job_dir, suspects, solo)
+    assert batch.isolation is not None
+    for plan in plans:
+        exercise = EXERCISES[plan.exercise]
+        key = _task_key(plan)
+        task = read_task(job_dir / "results", key, batch.limits) if key in outcome["done"] else None
+        grade = assess(exercise, plan, batch.cases[plan.exercise], task, batch.limits,
+                       stopped_grader=suspects.get(key) == "culprit")
+        if task is None and plan.status is None and suspects.get(key) != "culprit" and outcome["failure"]:
+            grade.reason = f"The worker could not run this exercise: {outcome['failure']}"
+            grade.diagnosis = "the worker could not run this exercise"
+        grades.append(grade)
+    order = {c.name: i for i, c in enumerate(batch.courses)}
+    grades += manual
+    grades.sort(key=lambda g: order.get(g.notebook, 99))  # stable: exercises keep their order
+    return r.LearnerResult(
+        learner=learner.name, key=learner.key, fingerprint=fingerprint, isolation=batch.isolation.level,
+        graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), exercises=grades,
+        notes=list(learner.notes), files={k: v.name for k, v in learner.files.items()},
+        seconds=round(time.perf_counter() - start, 3),
+    )
+
+
+# --- the batch -----------------------------------------------------------------------------------------
+
+
+def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
+    out = Path(settings.out).resolve()
+    state = out / ".grading"
+    for folder in (out, state, state / "work", out / "learners"):
+        folder.mkdir(parents=True, exist_ok=True)
+    for folder in (state, out / "learners"):
+        os.chmod(folder, 0o700)  # learner code at level "nobody" cannot look in here
+    seed = _resolve_seed(state, settings.seed)
+    root = sandbox.project_root()
+    return _Batch(
+        settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work",
+        saved=out / "learners", courses=course_notebooks(root / "solutions" if root else None),
+        cases={name: ex.public_cases() + ex.hidden_cases(seed) for name, ex in EXERCISES.items()},
+        submissions=[Path(s).resolve() for s in submissions],
+        seed_digest=hashlib.sha256(str(seed).encode()).hexdigest()[:16],
+    )
+
+
+def _stop_everything(batch: _Batch) -> None:
+    batch.stopping.set()
+    with batch.lock:
+        running = list(batch.running.items())
+    for key, process in running:
+        sandbox.stop_worker(process)
+        _forget_in_flight(batch.work / key)
+
+
+def _grader_failed(batch: _Batch, learner: Learner, fingerprint: str, exc: Exception) -> r.LearnerResult:
+    """The safety net: a failure of the grader itself on one learner is recorded, the batch goes on."""
+    reason = f"The grader failed on this submission ({type(exc).__name__}: {exc}); please report it."
+    grades = [r.ExerciseGrade(e.notebook, e.name, 0.0, e.points, r.ERROR, reason[:300], reason)
+              for e in EXERCISES.values()]
+    return r.LearnerResult(learner.name, learner.key, "", batch.isolation.level if batch.isolation else "?",
+                           datetime.now(timezone.utc).isoformat(timespec="seconds"), grades, list(learner.notes))
+
+
+def _grade_and_save(batch: _Batch, learner: Learner, fingerprint: str, solo: bool = False) -> r.LearnerResult:
+    """Grade one learner, save the result at once (atomically), then drop the job folder."""
+    try:
+        result = grade_learner(batch, learner, fingerprint, solo=solo)
+    except (Interrupted, GradingError):
+        raise
+    except Exception as exc:  # the fingerprint stays empty, so the next run grades this learner again
+        result = _grader_failed(batch, learner, fingerprint, exc)
+    atomic_write_json(batch.saved / f"{result.key}.json", result.to_dict(), mode=0o600)
+    shutil.rmtree(batch.work / result.key, ignore_errors=True)
+    return result
+
+
+def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporter: Reporter | None = None,
+          on_result: Callable[[r.LearnerResult], None] | None = None) -> BatchResult:
+    """Grade every learner found in ``submissions`` into ``settings.out`` (resuming where it stopped)."""
+    if settings.workers < 1:
+        raise GradingError("--workers must be at least 1")
+    if settings.timeout <= 0 or settings.memory_mb < 64:
+        raise GradingError("--timeout must be positive and --memory at least 64 MB")
+    start = time.perf_counter()
+    reporter = reporter or Reporter()
+    paths = [Path(s) for s in submissions]
+    batch = _make_batch(paths, settings)
+    try:
+        learners = discover(paths, batch.courses)
+    except FileNotFoundError as exc:
+        raise GradingError(str(exc)) from None
+    if not learners:
+        raise GradingError("no exercise notebooks found in the given submissions")
+    fingerprints = {lr.key: _fingerprint(lr, batch.courses, batch.seed_digest) for lr in learners}
+    saved = {lr.key: _saved_result(batch, lr, fingerprints[lr.key]) for lr in learners}
+    _blame(batch, {k for k, v in saved.items() if v is not None})
+    try:
+        batch.isolation = sandbox.choose_isolation(settings.isolation, batch.limits, work=batch.work,
+                                                   out_dir=batch.out, submissions=batch.submissions)
+    except sandbox.IsolationError as exc:
+        raise GradingError(str(exc)) from None
+    done = [v for v in saved.values() if v is not None]
+    reporter.start(total=len(learners), resumed=len(done), isolation=batch.isolation, settings=settings)
+    for result in done:
+        reporter.done(result, resumed=True)
+    todo = [lr for lr in learners if saved[lr.key] is None]
+    solo = [lr for lr in todo if "solo" in _load_suspects(batch.work / lr.key).values()]
+    results = {k: v for k, v in saved.items() if v is not None}
+
+    def finish(result: r.LearnerResult) -> None:
+        results[result.key] = result
+        reporter.done(result)
+        if on_result is not None:
+            on_result(result)
+
+    # Worker threads live until the pool shuts down: a worker dies with the thread that started
+    # it (PR_SET_PDEATHSIG), so the pool is shut down only after every worker has ended.
+    pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="grade")
+    try:
+        for learner in solo:  # alone, so that a dying grader points at the culprit
+            reporter.running(learner.name)
+            finish(_grade_and_save(batch, learner, fingerprints[learner.key], solo=True))
+        pending: dict[Future, Learner] = {}
+        queue = [lr for lr in todo if lr not in solo]
+        while queue or pending:
+            while queue and len(pending) < settings.workers:
+                learner = queue.pop(0)
+                reporter.running(learner.name)
+                pending[pool.submit(_grade_and_save, batch, learner, fingerprints[learner.key])] = learner
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                pending.pop(future)
+                finish(future.result())
+    except (KeyboardInterrupt, Interrupted):
+        _stop_everything(batch)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise Interrupted from None
+    except BaseException:
+        _stop_everything(batch)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    ordered = [results[lr.key] for lr in learners]
+    return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo))

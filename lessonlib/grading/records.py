@@ -1,0 +1,132 @@
+"""A learner's grades as data: one record per exercise and written question, saved as JSON.
+
+Statuses (the ``status`` column of grades.csv):
+
+========================  ================================================================
+passed, failed            judged by the exercise's check (failed: some cases wrong)
+not_attempted             the stub is still there (or no written answer yet)
+needs_manual_grading      a written answer, copied into the feedback for a person to grade
+not_submitted             the learner handed in no such notebook
+malformed                 the notebook file could not be read as a notebook
+missing_answer            the answer cell was deleted, or no longer defines the function
+cell_error                the answer cell does not parse, or raised before defining it
+timeout                   the answer ran past its CPU-time or wall-clock allowance
+memory                    the answer ran out of memory (the address-space limit)
+process_limit             the answer tried to start more processes than allowed
+exited                    the answer called sys.exit() or os._exit()
+crashed                   the process running the answer died (a signal) or sent garbage
+result_too_large          the answer returned far more data than the grader accepts
+uses_lessonlib            the answer calls lessonlib's implementation instead of its own
+stopped_grader            running the answer stopped the grading process; not run again
+error                     the check itself could not run (a bug: tell the maintainers)
+========================  ================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PASSED = "passed"
+FAILED = "failed"
+NOT_ATTEMPTED = "not_attempted"
+NEEDS_MANUAL = "needs_manual_grading"
+NOT_SUBMITTED = "not_submitted"
+MALFORMED = "malformed"
+MISSING_ANSWER = "missing_answer"
+CELL_ERROR = "cell_error"
+TIMEOUT = "timeout"
+MEMORY = "memory"
+PROCESS_LIMIT = "process_limit"
+EXITED = "exited"
+CRASHED = "crashed"
+TOO_LARGE = "result_too_large"
+USES_LESSONLIB = "uses_lessonlib"
+STOPPED_GRADER = "stopped_grader"
+ERROR = "error"
+
+STATUS_WORDS = {
+    PASSED: "passed", FAILED: "failed", NOT_ATTEMPTED: "not attempted",
+    NEEDS_MANUAL: "needs manual grading", NOT_SUBMITTED: "not submitted",
+    MALFORMED: "notebook could not be read", MISSING_ANSWER: "answer cell missing",
+    CELL_ERROR: "answer cell error", TIMEOUT: "stopped: time limit", MEMORY: "stopped: memory limit",
+    PROCESS_LIMIT: "stopped: process limit", EXITED: "exited the interpreter", CRASHED: "crashed",
+    TOO_LARGE: "result too large", USES_LESSONLIB: "calls lessonlib instead of its own code",
+    STOPPED_GRADER: "stopped the grader", ERROR: "the check could not run",
+}
+
+# Statuses an instructor should look at (the learner's code did something unusual).
+FLAGGED = frozenset({MALFORMED, MISSING_ANSWER, CELL_ERROR, TIMEOUT, MEMORY, PROCESS_LIMIT, EXITED,
+                     CRASHED, TOO_LARGE, USES_LESSONLIB, STOPPED_GRADER, ERROR})
+
+
+@dataclass
+class ExerciseGrade:
+    """One exercise (or written question) of one learner.
+
+    points is None for a written answer awaiting a person. diagnosis: one line for the gradebook
+    (misconceptions found, or the reason for a status). reason: the sentence for the feedback.
+    """
+
+    notebook: str
+    exercise: str
+    points: float | None
+    max_points: float
+    status: str
+    diagnosis: str = ""
+    reason: str = ""
+    kind: str = "auto"  # or "manual"
+    passed_cases: int = 0
+    total_cases: int = 0
+    diagnoses: list[dict[str, Any]] = field(default_factory=list)
+    failed_cases: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    answer_text: str | None = None  # a written answer, copied for the person grading it
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExerciseGrade:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass
+class LearnerResult:
+    """Everything graded for one learner: saved as soon as it is known."""
+
+    learner: str
+    key: str
+    fingerprint: str
+    isolation: str
+    graded_at: str
+    exercises: list[ExerciseGrade] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def points(self) -> float:
+        return round(sum(e.points or 0.0 for e in self.exercises if e.kind == "auto"), 2)
+
+    @property
+    def max_points(self) -> float:
+        return round(sum(e.max_points for e in self.exercises if e.kind == "auto"), 2)
+
+    @property
+    def manual_pending(self) -> float:
+        return round(sum(e.max_points for e in self.exercises if e.status == NEEDS_MANUAL), 2)
+
+    @property
+    def flagged(self) -> list[ExerciseGrade]:
+        return [e for e in self.exercises if e.status in FLAGGED]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(points=self.points, max_points=self.max_points, manual_pending=self.manual_pending)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LearnerResult:
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "exercises"}
+        return cls(**fields, exercises=[ExerciseGrade.from_dict(e) for e in data.get("exercises", [])])

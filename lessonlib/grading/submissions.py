@@ -1,0 +1,495 @@
+"""Learners' submissions: who submitted which notebook, reading it safely, and which cells run.
+
+A SUBMISSION is an exercise notebook or a folder per learner holding any of them (a folder of
+such folders also works). The learner is named by the folder, or by the file name with the
+notebook's own name removed (``alice_02_masking.ipynb`` is alice's ``02_masking.ipynb``).
+
+Which learner code runs for exercise ``f`` of a notebook, in notebook order:
+
+- the answer cell of ``f`` (tagged ``answer``, or with the released answer cell's id), in full;
+- from every other code cell, only its *definitions*: imports, ``def``, ``class`` and assignments
+  of constants. Calls are left out, so check cells, plotting and widget cells never run, and a
+  stray loop elsewhere cannot cost ``f`` its points. Imports of plotting and widget libraries
+  are left out too. Another cell's definition of an exercise's name never replaces its answer.
+
+Nothing here runs learner code: sources are only parsed (``ast``), never executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, ManualQuestion
+
+MAX_NOTEBOOK_BYTES = 32 * 2**20
+MAX_CELL_CHARS = 2**20
+ANSWER_TAG = "answer"
+WRITTEN_STUB = "_Write your answer here._"  # what `lessonlib exercises build` leaves in a written answer
+DRAWING_MODULES = frozenset({
+    "matplotlib", "ipywidgets", "IPython", "ipympl", "mpl_toolkits", "seaborn", "plotly", "bokeh",
+    "altair", "tqdm", "widgetsnbextension",
+})
+
+# Statuses decided before any code runs.
+NOT_SUBMITTED = "not_submitted"
+MALFORMED = "malformed"
+MISSING_ANSWER = "missing_answer"
+CELL_ERROR = "cell_error"
+
+
+# --- the course's notebooks --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CourseNotebook:
+    """One exercise notebook: its exercises (in order), written questions and released answer cells."""
+
+    name: str  # "02_masking.ipynb"
+    exercises: tuple[str, ...]
+    manual: tuple[ManualQuestion, ...]
+    answer_cells: dict[str, str] = field(default_factory=dict)  # exercise -> released cell id
+
+    @property
+    def stem(self) -> str:
+        return self.name.removesuffix(".ipynb")
+
+
+def _released_answer_cells(solutions: Path | None) -> dict[str, str]:
+    """exercise -> id of its answer cell in the solutions notebooks (the single source)."""
+    found: dict[str, str] = {}
+    if solutions is None or not solutions.is_dir():
+        return found
+    for path in sorted(solutions.glob("*.ipynb")):
+        notebook = read_notebook(path)
+        for cell in notebook.cells:
+            if cell.cell_type == "code" and ANSWER_TAG in cell.tags and cell.id:
+                tree = parse_cell(cell.source)
+                if isinstance(tree, ast.Module):
+                    for name in bound_names(tree) & set(EXERCISES):
+                        found.setdefault(name, cell.id)
+    return found
+
+
+def course_notebooks(solutions: Path | None = None) -> list[CourseNotebook]:
+    """The exercise notebooks, in file-name order, from the exercise registry."""
+    cells = _released_answer_cells(solutions)
+    names = sorted({e.notebook for e in EXERCISES.values()} | {q.notebook for q in MANUAL_QUESTIONS.values()})
+    return [
+        CourseNotebook(
+            name,
+            tuple(e.name for e in EXERCISES.values() if e.notebook == name),
+            tuple(q for q in MANUAL_QUESTIONS.values() if q.notebook == name),
+            {e: c for e, c in cells.items() if EXERCISES[e].notebook == name},
+        )
+        for name in names
+    ]
+
+
+# --- reading a notebook without trusting it -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int
+    cell_type: str
+    id: str
+    tags: tuple[str, ...]
+    source: str
+
+
+@dataclass
+class Notebook:
+    """A submitted notebook's cells, or why it could not be read."""
+
+    path: Path
+    cells: list[Cell] = field(default_factory=list)
+    problem: str | None = None
+
+
+def _text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return "".join(value)
+    raise ValueError("a cell source that is neither text nor a list of lines")
+
+
+def read_notebook(path: Path) -> Notebook:
+    """Parse ``path`` as an nbformat-4 notebook; never raises, reports a problem instead."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_NOTEBOOK_BYTES:
+            return Notebook(path, problem=f"the file is {size / 2**20:.0f} MB, more than the "
+                                         f"{MAX_NOTEBOOK_BYTES // 2**20} MB a notebook may have")
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except json.JSONDecodeError as exc:
+        return Notebook(path, problem=f"it is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
+    except UnicodeDecodeError:
+        return Notebook(path, problem="it is not UTF-8 text")
+    except (OSError, ValueError, RecursionError) as exc:
+        return Notebook(path, problem=f"it could not be read ({type(exc).__name__})")
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        return Notebook(path, problem="it is JSON but not a notebook (no list of cells)")
+    if data.get("nbformat") != 4:
+        return Notebook(path, problem=f"it is in notebook format {data.get('nbformat')!r}; version 4 is expected")
+    cells = []
+    try:
+        for i, raw in enumerate(data["cells"]):
+            if not isinstance(raw, dict):
+                raise ValueError("a cell that is not an object")
+            metadata = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+            tags = metadata.get("tags") if isinstance(metadata.get("tags"), list) else []
+            cell_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
+            cells.append(Cell(i, str(raw.get("cell_type", "")), cell_id,
+                              tuple(t for t in tags if isinstance(t, str)), _text(raw.get("source", ""))))
+    except ValueError as exc:
+        return Notebook(path, problem=f"it has a malformed cell ({exc})")
+    return Notebook(path, cells)
+
+
+# --- parsing code cells ---------------------------------------------------------------------------
+
+
+def python_source(source: str) -> str:
+    """The cell without IPython syntax (``%magic``, ``!shell``), keeping line numbers."""
+    lines = source.split("\n")
+    if lines and lines[0].lstrip().startswith("%%"):
+        lines[0] = ""  # a cell magic such as %%time: its body is Python
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines)
+
+
+def parse_cell(source: str) -> ast.Module | str:
+    """The cell's syntax tree, or a one-line description of why it does not parse."""
+    if len(source) > MAX_CELL_CHARS:
+        return f"the cell has {len(source)} characters (at most {MAX_CELL_CHARS} are read)"
+    try:
+        return ast.parse(python_source(source))
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: {exc.msg}"
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def bound_names(tree: ast.Module) -> set[str]:
+    """Names a cell binds at its top level (also inside if/try/with/for, not inside functions)."""
+    names: set[str] = set()
+
+    def visit(body: Iterable[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            for attr in ("body", "orelse", "finalbody"):
+                inner = getattr(node, attr, None)
+                if isinstance(inner, list) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                     ast.ClassDef)):
+                    visit(inner)
+            for handler in getattr(node, "handlers", []) or []:
+                visit(handler.body)
+
+    visit(tree.body)
+    return names
+
+
+def _static(node: ast.expr) -> bool:
+    """True for expressions that compute nothing that could loop or draw: constants and names."""
+    if isinstance(node, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _static(node.value)
+    if isinstance(node, ast.UnaryOp):
+        return _static(node.operand)
+    if isinstance(node, ast.BinOp):
+        return not isinstance(node.op, ast.Pow) and _static(node.left) and _static(node.right)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return len(node.elts) <= 64 and all(_static(e) for e in node.elts)
+    return False
+
+
+def _drawing(node: ast.Import | ast.ImportFrom) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.level > 0 or (node.module or "").split(".")[0] in DRAWING_MODULES
+    return any(a.name.split(".")[0] in DRAWING_MODULES for a in node.names)
+
+
+def _definition(node: ast.stmt, forbidden: set[str]) -> bool:
+    """A top-level statement that only defines something (and does not bind a forbidden name)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        names = {(a.asname or a.name).split(".")[0] for a in node.names}
+        return not _drawing(node) and not (names & forbidden) and all(a.name != "*" for a in node.names)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name not in forbidden
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        simple = all(isinstance(t, ast.Name) and t.id not in forbidden for t in targets)
+        return simple and node.value is not None and _static(node.value)
+    return False
+
+
+def definitions_only(source: str, tree: ast.Module, forbidden: set[str]) -> str:
+    """The cell with every statement that is not a definition blanked out (line numbers kept)."""
+    lines = python_source(source).split("\n")
+    keep = [False] * len(lines)
+    drop = [False] * len(lines)
+    for node in tree.body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+        last = (node.end_lineno or node.lineno) - 1
+        mark = keep if _definition(node, forbidden) else drop
+        for i in range(first, last + 1):
+            mark[i] = True
+    # a line shared by a kept and a dropped statement (a; b) is dropped whole
+    return "\n".join(line if keep[i] and not drop[i] else "" for i, line in enumerate(lines))
+
+
+# --- one notebook's plans --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """Source to run in the worker: a whole answer cell, or another cell's definitions."""
+
+    label: str
+    filename: str
+    source: str
+
+
+@dataclass
+class ExercisePlan:
+    """What to run for one exercise, or the status it gets without running anything."""
+
+    exercise: str
+    notebook: str
+    program: list[Step] = field(default_factory=list)
+    status: str | None = None  # set when nothing can run
+    reason: str = ""
+    notes: list[str] = field(default_factory=list)
+    answer_cell: str | None = None
+
+
+@dataclass
+class ManualAnswer:
+    question: ManualQuestion
+    text: str | None
+    status: str  # needs_manual_grading, not_attempted, missing_answer, not_submitted, malformed
+    reason: str = ""
+
+
+def _code_cells(notebook: Notebook) -> list[tuple[Cell, ast.Module | str]]:
+    return [(c, parse_cell(c.source)) for c in notebook.cells if c.cell_type == "code" and c.source.strip()]
+
+
+def _find_answer(name: str, released_id: str | None, parsed: list[tuple[Cell, ast.Module | str]]
+                 ) -> tuple[Cell | None, ast.Module | str | None, str]:
+    """The answer cell of exercise ``name``, its tree (or parse error), and a note or a reason."""
+    by_id = next(((c, t) for c, t in parsed if released_id and c.id == released_id), None)
+    if by_id is not None:
+        cell, tree = by_id
+        if isinstance(tree, str) or name in bound_names(tree):
+            return cell, tree, ""
+    tagged = [(c, t) for c, t in parsed
+              if ANSWER_TAG in c.tags and isinstance(t, ast.Module) and name in bound_names(t)]
+    if tagged:
+        return tagged[0][0], tagged[0][1], ""
+    if by_id is not None:
+        defines = sorted(bound_names(by_id[1]) - {"np", "math", "numpy"}) if isinstance(by_id[1], ast.Module) else []
+        what = f"it defines {', '.join(f'`{d}`' for d in defines)}" if defines else "it defines nothing"
+        return None, None, (f"The answer cell no longer defines `{name}` ({what}): the function must keep "
+                            "its name for the grader to find it.")
+    elsewhere = [(c, t) for c, t in parsed if isinstance(t, ast.Module) and name in bound_names(t)
+                 and not _is_check_cell(t)]
+    if elsewhere:
+        cell, tree = elsewhere[-1]
+        return cell, tree, (f"The answer cell of `{name}` was not found (its `answer` tag or id changed); "
+                            f"the cell that defines `{name}` (cell {cell.index + 1}) was graded instead.")
+    return None, None, (f"The answer cell of `{name}` is missing (deleted?) and no cell defines `{name}`: "
+                        "nothing to grade.")
+
+
+def _is_check_cell(tree: ast.Module) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "check"
+               for n in ast.walk(tree))
+
+
+def plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[list[ExercisePlan], list[ManualAnswer]]:
+    """Plans for every exercise of ``course`` and the written answers, from a submitted notebook.
+
+    Never raises: a notebook whose code cannot even be analysed (say, an expression nested so
+    deeply that walking it overflows the stack) makes every exercise in it ``malformed``.
+    """
+    try:
+        return _plan_notebook(course, notebook)
+    except (RecursionError, MemoryError, ValueError) as exc:
+        reason = f"{notebook.path.name if notebook else course.name} could not be analysed ({type(exc).__name__})."
+        plans = [ExercisePlan(name, course.name, status=MALFORMED, reason=reason) for name in course.exercises]
+        return plans, [ManualAnswer(q, None, MALFORMED, reason) for q in course.manual]
+
+
+def _plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[list[ExercisePlan], list[ManualAnswer]]:
+    plans = [ExercisePlan(name, course.name) for name in course.exercises]
+    if notebook is None or notebook.problem is not None:
+        status = NOT_SUBMITTED if notebook is None else MALFORMED
+        reason = (f"No {course.name} was found in the submission." if notebook is None
+                  else f"{notebook.path.name} could not be read: {notebook.problem}.")
+        for plan in plans:
+            plan.status, plan.reason = status, reason
+        return plans, [ManualAnswer(q, None, status, reason) for q in course.manual]
+    parsed = _code_cells(notebook)
+    answers: dict[str, tuple[Cell, ast.Module | str]] = {}
+    for plan in plans:
+        cell, tree, message = _find_answer(plan.exercise, course.answer_cells.get(plan.exercise), parsed)
+        if cell is None or tree is None:
+            plan.status, plan.reason = MISSING_ANSWER, message
+        elif isinstance(tree, str):
+            plan.status = CELL_ERROR
+            plan.reason = f"The answer cell of `{plan.exercise}` is not valid Python ({tree})."
+        else:
+            answers[plan.exercise] = (cell, tree)
+            plan.answer_cell = cell.id or f"cell {cell.index + 1}"
+            if message:
+                plan.notes.append(message)
+    owner = {ex: cell.index for ex, (cell, _) in answers.items()}
+    names = set(course.exercises)
+    for plan in plans:
+        if plan.status is not None:
+            continue
+        for cell, tree in parsed:
+            if isinstance(tree, str):
+                continue
+            if cell.index == owner[plan.exercise]:
+                plan.program.append(Step("answer", f"<answer cell {plan.answer_cell}>", python_source(cell.source)))
+                continue
+            forbidden = {n for n in names if owner.get(n) != cell.index}
+            source = definitions_only(cell.source, tree, forbidden)
+            if source.strip():
+                plan.program.append(Step(f"cell {cell.index + 1}", f"<cell {cell.index + 1}>", source))
+    return plans, [_manual_answer(q, notebook) for q in course.manual]
+
+
+def _manual_answer(question: ManualQuestion, notebook: Notebook) -> ManualAnswer:
+    cell = next((c for c in notebook.cells if c.id == question.cell_id), None)
+    if cell is None:
+        cell = next((c for c in notebook.cells if c.cell_type == "markdown" and "manual" in c.tags), None)
+    if cell is None:
+        return ManualAnswer(question, None, MISSING_ANSWER, "The cell for the written answer is missing (deleted?).")
+    text = cell.source.strip()
+    if not text or text == WRITTEN_STUB:
+        return ManualAnswer(question, None, "not_attempted", "No written answer yet.")
+    return ManualAnswer(question, text, "needs_manual_grading", "Written answer: needs manual grading.")
+
+
+# --- finding learners ------------------------------------------------------------------------------
+
+
+@dataclass
+class Learner:
+    """One learner: a display name, a file-safe key, and their notebooks by course notebook name."""
+
+    name: str
+    key: str
+    files: dict[str, Path] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def safe_key(name: str) -> str:
+    key = re.sub(r"[^A-Za-z0-9._@+-]+", "_", name).strip("._") or "learner"
+    return key[:80]
+
+
+def _match_by_name(path: Path, courses: Sequence[CourseNotebook]) -> CourseNotebook | None:
+    hits = [c for c in courses if c.stem in path.stem]
+    return max(hits, key=lambda c: len(c.stem)) if hits else None
+
+
+def _match_by_content(path: Path, courses: Sequence[CourseNotebook]) -> CourseNotebook | None:
+    notebook = read_notebook(path)
+    if notebook.problem is not None:
+        return None
+    ids = {c.id for c in notebook.cells}
+    defined: set[str] = set()
+    for _, tree in _code_cells(notebook):
+        if isinstance(tree, ast.Module):
+            defined |= bound_names(tree)
+    scores = [(len(ids & set(c.answer_cells.values())) + len(defined & set(c.exercises)), c) for c in courses]
+    best = max(scores, key=lambda s: s[0], default=(0, None))
+    return best[1] if best[0] > 0 else None
+
+
+def _learner_from_file(path: Path, course: CourseNotebook | None) -> str:
+    if course is None:
+        return path.stem
+    rest = path.stem.replace(course.stem, " ").strip(" _-.")
+    return rest or path.parent.name
+
+
+def _add(learners: dict[str, Learner], name: str, course: CourseNotebook, path: Path) -> None:
+    learner = learners.setdefault(name, Learner(name, ""))
+    previous = learner.files.get(course.name)
+    if previous is None:
+        learner.files[course.name] = path
+        return
+    # two files for one notebook: the exactly named one, else the newest, is graded
+    def rank(p: Path) -> tuple[bool, float]:
+        return (p.name == course.name, p.stat().st_mtime)
+
+    chosen, other = (path, previous) if rank(path) > rank(previous) else (previous, path)
+    learner.files[course.name] = chosen
+    learner.notes.append(f"Both {chosen.name} and {other.name} look like {course.name}; {chosen.name} was graded.")
+
+
+def _notebooks_in(folder: Path) -> list[Path]:
+    """Notebooks directly in ``folder`` (symbolic links excluded: they could point at the solutions)."""
+    return sorted(p for p in folder.glob("*.ipynb")
+                  if p.is_file() and not p.is_symlink() and not p.name.startswith("."))
+
+
+def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[Learner]:
+    """Learners and their notebooks from the SUBMISSION arguments, in a stable order."""
+    learners: dict[str, Learner] = {}
+
+    def add_folder(folder: Path, name: str) -> None:
+        learners.setdefault(name, Learner(name, ""))
+        for link in sorted(p for p in folder.glob("*.ipynb") if p.is_symlink()):
+            learners[name].notes.append(f"{link.name} is a symbolic link, not a notebook file; it was not graded.")
+        for path in _notebooks_in(folder):
+            course = _match_by_name(path, courses) or _match_by_content(path, courses)
+            if course is None:
+                learners[name].notes.append(f"{path.name} is not one of the exercise notebooks; it was not graded.")
+            else:
+                _add(learners, name, course, path)
+
+    for path in paths:
+        if path.is_file():
+            course = _match_by_name(path, courses) or _match_by_content(path, courses)
+            name = _learner_from_file(path, course)
+            if course is None:
+                learners.setdefault(name, Learner(name, "")).notes.append(
+                    f"{path.name} is not one of the exercise notebooks; it was not graded.")
+            else:
+                _add(learners, name, course, path)
+        elif path.is_dir():
+            if any(path.glob("*.ipynb")):
+                add_folder(path, path.resolve().name)
+            else:
+                for sub in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                    if any(sub.glob("*.ipynb")):
+                        add_folder(sub, sub.name)
+        else:
+            raise FileNotFoundError(f"{path}: no such notebook or folder")
+    keys: set[str] = set()
+    for learner in learners.values():
+        key, n = safe_key(learner.name), 2
+        while key.lower() in keys:
+            key, n = f"{safe_key(learner.name)}-{n}", n + 1
+        keys.add(key.lower())
+        learner.key = key
+    return sorted(learners.values(), key=lambda lr: lr.key.lower())

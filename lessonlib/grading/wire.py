@@ -1,0 +1,281 @@
+"""What crosses between the grading process and the worker: JSON and ``.npy`` bytes, bounded.
+
+Both ways the unit is a *frame*: ``b"J"`` + 8-byte length + UTF-8 JSON, or ``b"N"`` + 8-byte
+length + the bytes of one ``.npy`` file. Going in, a case's inputs are numbers in JSON and arrays
+in ``.npy`` frames (one file of frames per job). Coming back, the worker streams frames through a
+pipe; the zygote stores the stream, cut at a size limit, in one file per exercise, and the
+grading process reads it back with size checks and ``allow_pickle=False``: nothing from the
+worker is ever imported or unpickled. (One file per exercise, not one per frame: creating
+hundreds of small files per learner costs more than running the learner's code.)
+
+This module imports only the standard library and NumPy: the worker loads it by file path, so
+it must never import anything from ``lessonlib``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import struct
+from typing import Any
+
+import numpy as np
+
+JSON_FRAME = b"J"
+NPY_FRAME = b"N"
+_HEADER = struct.Struct(">cQ")  # kind, payload length
+
+MAX_JSON_FRAME = 1 << 20  # one JSON frame: a case's outcome, the cells' report
+MAX_TEXT = 2000  # error messages and type names are cut to this many characters
+MAX_ITEMS = 64  # items of a returned tuple or list described one by one (the rest are dropped)
+_NUMERIC_KINDS = "biufc"
+
+
+class WireError(ValueError):
+    """Data from the worker that does not follow the format (treated as a broken result)."""
+
+
+# --- frames ------------------------------------------------------------------------------------
+
+
+def json_frame(obj: Any) -> bytes:
+    payload = json.dumps(obj, allow_nan=False, separators=(",", ":")).encode()
+    return _HEADER.pack(JSON_FRAME, len(payload)) + payload
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def npy_frame(array: np.ndarray) -> bytes:
+    payload = npy_bytes(array)
+    return _HEADER.pack(NPY_FRAME, len(payload)) + payload
+
+
+def split_frames(data: bytes) -> tuple[list[tuple[str, bytes]], bool]:
+    """Cut a stream into (kind, payload) frames; the flag is True when the stream ends mid-frame."""
+    frames: list[tuple[str, bytes]] = []
+    at = 0
+    while at < len(data):
+        if len(data) - at < _HEADER.size:
+            return frames, True
+        kind, length = _HEADER.unpack_from(data, at)
+        at += _HEADER.size
+        if kind not in (JSON_FRAME, NPY_FRAME) or at + length > len(data):
+            return frames, True
+        frames.append(("json" if kind == JSON_FRAME else "npy", bytes(data[at:at + length])))
+        at += length
+    return frames, False
+
+
+# --- reading what the worker wrote ---------------------------------------------------------------
+
+
+def load_json(data: bytes, limit: int = MAX_JSON_FRAME) -> Any:
+    """Parse one JSON frame, refusing oversized or unparseable data."""
+    if len(data) > limit:
+        raise WireError(f"a JSON frame of {len(data)} bytes (limit {limit})")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise WireError(f"unreadable JSON from the worker ({type(exc).__name__})") from None
+
+
+def load_npy(data: bytes, limit: int) -> np.ndarray:
+    """An array from ``.npy`` bytes: numbers or booleans only, at most ``limit`` bytes, no pickles."""
+    if len(data) > limit + 4096:
+        raise WireError(f"an array file of {len(data)} bytes (limit {limit})")
+    buffer = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(buffer)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(buffer)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(buffer)
+        else:
+            raise WireError(f"unknown .npy version {version}")
+    except WireError:
+        raise
+    except Exception as exc:
+        raise WireError(f"unreadable .npy header ({type(exc).__name__}: {exc})") from None
+    if dtype.hasobject or dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None:
+        raise WireError(f"an array of dtype {dtype}: only numbers and booleans may come back")
+    count = math.prod(shape)
+    if count * dtype.itemsize > limit or count * dtype.itemsize != len(data) - buffer.tell():
+        raise WireError(f"an array of shape {shape} and dtype {dtype} that does not match its {len(data)} bytes")
+    buffer.seek(0)
+    try:
+        return np.load(buffer, allow_pickle=False)
+    except Exception as exc:
+        raise WireError(f"unreadable .npy data ({type(exc).__name__}: {exc})") from None
+
+
+def parse_frames(data: bytes, *, json_limit: int = MAX_JSON_FRAME, array_limit: int) -> tuple[list[Any], bool]:
+    """Parsed frames (dicts and arrays) of a stored stream, and whether it was cut mid-frame."""
+    frames, truncated = split_frames(data)
+    return [load_json(p, json_limit) if kind == "json" else load_npy(p, array_limit) for kind, p in frames], truncated
+
+
+# --- case inputs (grading process -> worker) -----------------------------------------------------
+
+
+def encode_args(args: tuple[Any, ...], arrays: list[bytes]) -> list[dict[str, Any]]:
+    """Describe a case's inputs as JSON; each array becomes an ``.npy`` frame appended to ``arrays``."""
+    described = []
+    for arg in args:
+        if isinstance(arg, np.ndarray):
+            arrays.append(npy_frame(arg))
+            described.append({"array": len(arrays) - 1})
+        else:
+            described.append(_scalar(arg))
+    return described
+
+
+def decode_args(described: list[dict[str, Any]], arrays: list[Any]) -> tuple[Any, ...]:
+    """The inverse of :func:`encode_args`, given the parsed frames of the inputs file."""
+    args: list[Any] = []
+    for d in described:
+        if "array" in d:
+            args.append(arrays[int(d["array"])])
+        else:
+            args.append(_unscalar(d))
+    return tuple(args)
+
+
+def _scalar(x: Any) -> dict[str, Any]:
+    if x is None:
+        return {"none": True}
+    if isinstance(x, (bool, np.bool_)):
+        return {"bool": bool(x)}
+    if isinstance(x, (int, np.integer)):
+        return {"int": int(x)}
+    if isinstance(x, (float, np.floating)):
+        return {"float": repr(float(x))}  # repr keeps inf and nan, which strict JSON cannot hold
+    if isinstance(x, (complex, np.complexfloating)):
+        return {"complex": [repr(float(x.real)), repr(float(x.imag))]}
+    if isinstance(x, str):
+        return {"str": x}
+    raise TypeError(f"a case input of type {type(x).__name__} cannot be sent to the worker")
+
+
+def _unscalar(d: dict[str, Any]) -> Any:
+    if "none" in d:
+        return None
+    if "bool" in d:
+        return bool(d["bool"])
+    if "int" in d:
+        return int(d["int"])
+    if "float" in d:
+        return float(d["float"])
+    if "complex" in d:
+        return complex(float(d["complex"][0]), float(d["complex"][1]))
+    if "str" in d:
+        return str(d["str"])
+    raise WireError(f"unknown input description {sorted(d)}")
+
+
+# --- outcomes (worker -> grading process) --------------------------------------------------------
+
+
+def _cut(text: Any) -> str:
+    text = str(text)
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " ..."
+
+
+def encode_value(value: Any, arrays: list[np.ndarray]) -> dict[str, Any]:
+    """A runner ``Value`` as JSON; its arrays are appended to ``arrays`` and referenced by index."""
+    data = value.data
+    if isinstance(data, np.ndarray):
+        arrays.append(data)
+        encoded: dict[str, Any] | None = {"array": len(arrays) - 1}
+    elif data is None:
+        encoded = None
+    elif isinstance(data, bool):
+        encoded = {"bool": data}
+    elif isinstance(data, int):
+        # a huge int would not fit JSON readers' limits: send it as a float (inf when beyond)
+        encoded = {"int": data} if data.bit_length() <= 256 else {"float": repr(_big_float(data))}
+    elif isinstance(data, float):
+        encoded = {"float": repr(data)}
+    elif isinstance(data, complex):
+        encoded = {"complex": [repr(data.real), repr(data.imag)]}
+    else:
+        encoded = None
+    items = None
+    if value.items is not None:
+        items = [encode_value(item, arrays) for item in value.items[:MAX_ITEMS]]
+    return {"type": _cut(value.type_name), "data": encoded, "items": items,
+            "n_items": None if value.items is None else len(value.items)}
+
+
+def _big_float(n: int) -> float:
+    try:
+        return float(n)
+    except OverflowError:
+        return math.inf if n > 0 else -math.inf
+
+
+def encode_outcome(outcome: Any, arrays: list[np.ndarray]) -> dict[str, Any]:
+    """A runner ``Outcome`` as JSON (arrays appended to ``arrays``)."""
+    return {
+        "status": outcome.status,
+        "value": None if outcome.value is None else encode_value(outcome.value, arrays),
+        "error": None if outcome.error is None else _cut(outcome.error),
+        "peak_bytes": outcome.peak_bytes,
+    }
+
+
+def _number(d: dict[str, Any]) -> Any:
+    if "bool" in d and isinstance(d["bool"], bool):
+        return d["bool"]
+    if "int" in d and isinstance(d["int"], int) and not isinstance(d["int"], bool):
+        return d["int"]
+    if "float" in d and isinstance(d["float"], str) and len(d["float"]) < 40:
+        return float(d["float"])
+    if "complex" in d and isinstance(d["complex"], list) and len(d["complex"]) == 2:
+        return complex(float(str(d["complex"][0])[:40]), float(str(d["complex"][1])[:40]))
+    raise WireError("a returned number in an unknown form")
+
+
+def decode_value(d: Any, arrays: list[np.ndarray], value_type: type, depth: int = 0) -> Any:
+    """Rebuild a ``Value`` (of class ``value_type``) from :func:`encode_value`'s JSON."""
+    if not isinstance(d, dict) or not isinstance(d.get("type"), str):
+        raise WireError("a returned value in an unknown form")
+    data = d.get("data")
+    if data is None:
+        decoded = None
+    elif not isinstance(data, dict):
+        raise WireError("a returned value in an unknown form")
+    elif "array" in data:
+        index = data["array"]
+        if not isinstance(index, int) or not 0 <= index < len(arrays):
+            raise WireError("a returned value refers to a missing array")
+        decoded = arrays[index]
+    else:
+        decoded = _number(data)
+    items = d.get("items")
+    if items is not None:
+        if depth >= 1 or not isinstance(items, list) or len(items) > MAX_ITEMS:
+            raise WireError("a returned value nested too deeply")
+        items = tuple(decode_value(item, arrays, value_type, depth + 1) for item in items)
+    return value_type(_cut(d["type"]), decoded, items)
+
+
+def decode_outcome(d: Any, arrays: list[np.ndarray], outcome_type: type, value_type: type) -> Any:
+    """Rebuild an ``Outcome`` from :func:`encode_outcome`'s JSON."""
+    if not isinstance(d, dict) or d.get("status") not in ("returned", "not_implemented", "raised"):
+        raise WireError("an outcome in an unknown form")
+    value = d.get("value")
+    error = d.get("error")
+    peak = d.get("peak_bytes")
+    if peak is not None and (not isinstance(peak, int) or isinstance(peak, bool) or peak < 0):
+        raise WireError("an outcome with an unreadable memory peak")
+    return outcome_type(
+        d["status"],
+        None if value is None else decode_value(value, arrays, value_type),
+        None if error is None else _cut(error),
+        peak,
+    )

@@ -1,0 +1,769 @@
+"""The grading worker: runs one learner's answers in isolation and stores plain-data results.
+
+Started by the grading process, never imported by it:
+
+    python -I -B worker.py JOB_DIR            grade the tasks in JOB_DIR/job.json
+    python -I -B worker.py --probe JOB_DIR    set the isolation up, test it, run no learner code
+
+It imports the standard library and NumPy only, and loads two files by path before any learner
+code runs: ``exercises/runner.py`` (call an answer on one case, reduce what came back to plain
+data) and ``grading/wire.py`` (the format of what goes back). It never imports ``lessonlib``:
+learner code that does gets a stand-in whose functions refuse to run and are recorded.
+
+Processes, at level "namespaces" (started as root):
+
+    worker   root, in the grader's namespaces: unshares, forks the zygote, waits for it.
+    zygote   root, PID 1 of new mount, PID, network, IPC and UTS namespaces. It hides the course
+             files, the output folder, the submissions, /root, /home and /tmp under empty tmpfs
+             mounts, binds the Python installation back read-only, mounts a fresh /proc and a
+             scratch tmpfs. It runs no learner code.
+    child    one per exercise, forked by the zygote: rlimits (CPU, address space, processes,
+             file size), drops to nobody, runs the cells and the cases, streams frames to the
+             zygote through a pipe and ends. The zygote then kills whatever it left behind and
+             writes the frames as files.
+
+At level "nobody" (root, namespaces refused) nothing is unshared or hidden; at level "limits"
+(not root) the child also keeps the grader's user. The instructor guide says what holds at each.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+
+# --- system calls the standard library of Python 3.10/3.11 does not wrap -------------------------
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _ok(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _unshare(flags: int) -> None:
+    _ok(_libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    def enc(s: str | None) -> bytes | None:
+        return None if s is None else os.fsencode(s)
+
+    _ok(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def _prctl(option: int, value: int) -> None:
+    _ok(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                    ctypes.c_ulong(0)), f"prctl {option}")
+
+
+# --- loading the two helper files without importing lessonlib ------------------------------------
+
+
+def _load(path: str, name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+# Modules a learner is likely to import, imported while the interpreter's files are surely
+# readable (at level "nobody" the interpreter may live where nobody cannot read it; the job can
+# name more, see sandbox.PREIMPORT_FOR_NOBODY).
+_PREIMPORT = (
+    "math", "cmath", "itertools", "functools", "collections", "operator", "typing", "dataclasses",
+    "fractions", "decimal", "statistics", "random", "string", "re", "copy", "numbers", "warnings",
+    "numpy", "numpy.linalg", "numpy.fft", "numpy.random", "numpy.lib.stride_tricks", "encodings.idna",
+)
+
+
+def _preimport(extra: list[str]) -> None:
+    for name in (*_PREIMPORT, *extra):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+
+
+# --- the stand-in lessonlib ------------------------------------------------------------------------
+
+_LESSONLIB_CALLS: list[str] = []
+
+
+class LessonlibUnavailable(RuntimeError):
+    """Raised by every function of the stand-in ``lessonlib`` seen by learner code."""
+
+
+def _refuse(qualname: str) -> Any:
+    def standin(*args: Any, **kwargs: Any) -> Any:
+        _LESSONLIB_CALLS.append(qualname)
+        raise LessonlibUnavailable(
+            f"{qualname} is the course's own implementation and is not available while grading: "
+            "write the answer with NumPy"
+        )
+
+    standin.__name__ = standin.__qualname__ = qualname.rsplit(".", 1)[-1]
+    return standin
+
+
+def _calls_since(mark: int) -> list[str]:
+    """Stand-in functions called since ``mark`` (names cut short; learner code chooses them)."""
+    return sorted({name[:200] for name in _LESSONLIB_CALLS[mark:]})[:20]
+
+
+def _check_placeholder(*args: Any, **kwargs: Any) -> None:
+    """The stand-in for ``lessonlib.exercises.check``: checks run in the grading process."""
+    return None
+
+
+class _StandInModule(types.ModuleType):
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        value = _check_placeholder if attr == "check" else _refuse(f"{self.__name__}.{attr}")
+        setattr(self, attr, value)
+        return value
+
+
+class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers every import of ``lessonlib`` and its submodules with a stand-in module."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname == "lessonlib" or fullname.startswith("lessonlib."):
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        module = _StandInModule(spec.name)
+        module.__all__ = []
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
+def _install_standin() -> None:
+    for name in [m for m in sys.modules if m == "lessonlib" or m.startswith("lessonlib.")]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, _StandInFinder())
+
+
+# --- output that learner code prints -------------------------------------------------------------
+
+
+class _Sink(io.TextIOBase):
+    """Counts what is printed and keeps nothing: printing cannot flood the grader."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        self.count += len(s)
+        return len(s)
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+
+# --- the size of a returned value -------------------------------------------------------------------
+
+
+class ResultTooLarge(Exception):
+    """A returned value holds more array data than the grader accepts."""
+
+
+def _megabytes(n: float) -> str:
+    return f"{n / 2**20:,.1f} MB" if n < 2**30 else f"{n / 2**30:,.1f} GB"
+
+
+def _estimate(obj: Any, limit: int, depth: int = 0) -> int:
+    """Bytes the grader would copy to describe ``obj`` (arrays counted without copying them)."""
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):
+        return int(np.ndarray.nbytes.__get__(obj, type(obj)))  # a subclass cannot make it smaller
+    if isinstance(obj, (list, tuple)):
+        if len(obj) > 1_000_000:
+            return len(obj) * 8
+        total = 8 * len(obj)
+        if depth < 3:
+            for item in obj:
+                total += _estimate(item, limit, depth + 1)
+                if total > limit:
+                    break
+        return total
+    return 8
+
+
+def _check_size(obj: Any, limit: int) -> None:
+    size = _estimate(obj, limit)
+    if size > limit:
+        raise ResultTooLarge(
+            f"the returned value holds {_megabytes(size)} of data, more than the grader accepts "
+            f"({_megabytes(limit)}); the expected result is far smaller"
+        )
+
+
+class _Guarded:
+    """Calls the answer, then refuses results too large to describe. Keeps the answer's code
+    object visible, so an error still names the line of the answer cell."""
+
+    def __init__(self, answer: Any, limit: int) -> None:
+        self._answer = answer
+        self._limit = limit
+
+    @property
+    def __code__(self) -> Any:
+        return getattr(self._answer, "__code__", None)
+
+    def __call__(self, *args: Any) -> Any:
+        result = self._answer(*args)
+        _check_size(result, self._limit)
+        return result
+
+
+# --- one exercise, in the child ------------------------------------------------------------------
+
+
+def _exception_text(exc: BaseException, filename: str | None = None) -> str:
+    try:
+        text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    except BaseException:
+        text = f"{type(exc).__name__} (its message could not be shown)"
+    if filename is not None:
+        line = None
+        for frame in traceback.extract_tb(exc.__traceback__):
+            if frame.filename == filename:
+                line = frame.lineno
+        if line is not None:
+            text += f" (line {line})"
+    return text[:2000]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _count_processes(uid: int) -> int:
+    n = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    for line in f:
+                        if line.startswith("Uid:"):
+                            n += int(line.split()[1]) == uid
+                            break
+            except OSError:
+                pass
+    return n
+
+
+def _limit_child(limits: dict[str, Any], iso: dict[str, Any]) -> None:
+    cpu = int(limits["cpu_seconds"] + 0.999)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU, then SIGKILL a second later
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
+    uid = iso["uid"] if os.geteuid() == 0 and iso["uid"] is not None else os.getuid()
+    if iso["level"] == "limits":
+        processes = _count_processes(uid) + limits["processes"]  # the grader's user runs other things too
+    else:
+        processes = limits["nproc_base"] + limits["processes"]
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+
+
+def _drop_privileges(iso: dict[str, Any]) -> None:
+    if os.geteuid() == 0 and iso["uid"] is not None:
+        os.setgroups([])
+        os.setgid(iso["gid"])
+        os.setuid(iso["uid"])
+        if os.getuid() == 0 or os.geteuid() == 0:
+            raise OSError("could not leave the root user")
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid programs: privileges cannot come back
+
+
+def _prepare_child(w: int, job: dict[str, Any]) -> _Sink:
+    """Everything between fork and the first line of learner code."""
+    os.setpgid(0, 0)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.closerange(3, w)
+    os.closerange(w + 1, 1 << 16)
+    scratch = job["scratch"]
+    os.chdir(scratch)
+    os.environ.clear()
+    os.environ.update({
+        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": scratch, "TMPDIR": scratch,
+        "MPLBACKEND": "Agg", "MPLCONFIGDIR": scratch, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+    })
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
+        signal.signal(sig, signal.SIG_DFL)
+    _limit_child(job["limits"], job["isolation"])
+    _drop_privileges(job["isolation"])
+    sink = _Sink()
+    sys.stdout = sys.stderr = sink
+    sys.stdin = io.StringIO("")
+    _install_standin()
+    return sink
+
+
+def _fresh_main() -> dict[str, Any]:
+    """A namespace that is also ``__main__``, as in a notebook kernel (not the worker's module)."""
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    return main.__dict__
+
+
+def _run_cells(task: dict[str, Any], namespace: dict[str, Any], me: int) -> list[dict[str, Any]]:
+    report = []
+    for step in task["program"]:
+        mark = len(_LESSONLIB_CALLS)
+        raised = None
+        try:
+            code = compile(step["source"], step["filename"], "exec", dont_inherit=True)
+            exec(code, namespace)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
+            raised = _exception_text(exc, step["filename"])
+        if os.getpid() != me:
+            os._exit(0)  # a copy forked by learner code never reports
+        report.append({"label": step["label"], "raised": raised, "lessonlib": _calls_since(mark)})
+    return report
+
+
+def _run_one_case(runner: Any, answer: Any, case: dict[str, Any], args: tuple[Any, ...], limit: int) -> Any:
+    try:
+        if not case["call"]:
+            _check_size(answer, limit)
+            return runner.run_case(answer, args, call=False)
+        target = _Guarded(answer, limit) if callable(answer) else answer
+        return runner.run_case(target, args, call=True, trace_memory=case["trace_memory"])
+    except ResultTooLarge as exc:
+        return runner.Outcome(runner.RAISED, error=_exception_text(exc))
+    except BaseException as exc:  # noqa: BLE001 - reading the returned value failed
+        return runner.Outcome(runner.RAISED, error=_exception_text(exc))
+
+
+def _child(task: dict[str, Any], cases_args: list[tuple[Any, ...]], w: int, job: dict[str, Any],
+           runner: Any, wire: Any) -> None:
+    me = os.getpid()
+    try:
+        sink = _prepare_child(w, job)
+    except Exception as exc:  # the grader's fault, not the learner's: say so
+        _write_all(w, wire.json_frame({"kind": "setup_failed", "error": _exception_text(exc)}))
+        return
+    namespace = _fresh_main()
+    cells = _run_cells(task, namespace, me)
+    missing = object()
+    answer = namespace.get(task["exercise"], missing)
+    _write_all(w, wire.json_frame({
+        "kind": "cells", "cells": cells, "defined": answer is not missing,
+        "answer_type": type(answer).__name__[:200] if answer is not missing else None, "printed": sink.count,
+    }))
+    if answer is missing:
+        _write_all(w, wire.json_frame({"kind": "done"}))
+        return
+    limit = job["limits"]["array_bytes"]
+    for case, args in zip(task["cases"], cases_args):
+        mark, printed, start = len(_LESSONLIB_CALLS), sink.count, time.perf_counter()
+        outcome = _run_one_case(runner, answer, case, args, limit)
+        if os.getpid() != me:
+            os._exit(0)
+        arrays: list[Any] = []
+        try:
+            encoded = wire.encode_outcome(outcome, arrays)
+            frames = [wire.npy_frame(a) for a in arrays]
+        except BaseException as exc:  # noqa: BLE001
+            arrays, frames = [], []
+            encoded = {"status": "raised", "value": None, "peak_bytes": None,
+                       "error": f"the returned value could not be sent back ({_exception_text(exc)})"}
+        header = wire.json_frame({
+            "kind": "case", "id": case["id"], "outcome": encoded, "arrays": len(frames),
+            "lessonlib": _calls_since(mark), "printed": sink.count - printed,
+            "seconds": round(time.perf_counter() - start, 6),
+        })
+        _write_all(w, header + b"".join(frames))
+    _write_all(w, wire.json_frame({"kind": "done", "printed": sink.count}))
+
+
+# --- the zygote: fork a child per task, watch it, store its frames ------------------------------
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+                if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                    found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _kill_leftovers() -> None:
+    """Kill every process the child left behind (fork bombs, daemons), then reap them."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if os.getpid() == 1:  # PID 1 of our own namespace: -1 means every other process in it
+            try:
+                os.kill(-1, signal.SIGKILL)
+                alive = True
+            except ProcessLookupError:
+                alive = False
+        else:  # a subreaper: whatever the child left is reparented to us
+            kids = _children_of(os.getpid())
+            for kid in kids:
+                try:
+                    os.kill(kid, signal.SIGKILL)
+                except OSError:
+                    pass
+            alive = bool(kids)
+        _reap()
+        if not alive:
+            return
+        time.sleep(0.002)
+
+
+def _supervise(pid: int, r: int, limits: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+    """Read the child's frames until it ends, is killed for time, or sends too much."""
+    deadline = time.monotonic() + limits["wall_seconds"]
+    cap = limits["result_bytes"]
+    chunks: list[bytes] = []
+    size = 0
+    fate: dict[str, Any] = {"timed_out": None, "over_limit": False}
+    waited = None
+    eof = False
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    os.set_blocking(r, False)
+    while True:
+        if waited is None:
+            got, status, usage = os.wait4(pid, os.WNOHANG)
+            if got:
+                waited = (status, usage)
+                deadline = min(deadline, time.monotonic() + 0.5)  # only leftovers still hold the pipe
+        if waited is not None and (eof or not select.select([r], [], [], 0)[0]):
+            break
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            fate["timed_out"] = "wall" if waited is None else None
+            break
+        watch = ([] if eof else [r]) + ([pidfd] if pidfd is not None and waited is None else [])
+        ready = select.select(watch, [], [], min(remaining, 0.05 if pidfd is None else 1.0))[0]
+        if r in ready:
+            try:
+                chunk = os.read(r, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                eof = True
+            elif size + len(chunk) > cap:
+                fate["over_limit"] = True
+                break
+            else:
+                chunks.append(chunk)
+                size += len(chunk)
+    if waited is None:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        _, status, usage = os.wait4(pid, 0)
+        waited = (status, usage)
+    if pidfd is not None:
+        os.close(pidfd)
+    os.close(r)
+    _kill_leftovers()
+    status, usage = waited
+    code = os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
+    fate.update({
+        "exit_code": code if code >= 0 else None,
+        "signal": -code if code < 0 else None,
+        "cpu_seconds": round(cpu, 3),
+        "max_rss_kb": usage.ru_maxrss,
+        "bytes": size,
+    })
+    if fate["timed_out"] is None and fate["signal"] in (signal.SIGXCPU, signal.SIGKILL) and (
+        fate["signal"] == signal.SIGXCPU or cpu >= limits["cpu_seconds"] - 0.05
+    ):
+        fate["timed_out"] = "cpu"
+    return b"".join(chunks), fate
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _fork_child(task: dict[str, Any], cases_args: list[tuple[Any, ...]], job: dict[str, Any],
+                runner: Any, wire: Any) -> tuple[bytes, dict[str, Any]]:
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        status = 70
+        try:
+            os.close(r)
+            _child(task, cases_args, w, job, runner, wire)
+            status = 0
+        except BaseException:  # noqa: BLE001 - the child must never return into the zygote
+            pass
+        finally:
+            os._exit(status)
+    os.close(w)
+    return _supervise(pid, r, job["limits"])
+
+
+_EXTERNAL_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
+                               signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM})
+
+
+def _zygote(job: dict[str, Any], job_dir: Path, runner: Any, wire: Any) -> None:
+    """Run each task in a fresh child. Files per task in results/: KEY.started before the child
+    starts (the grading process blames an unfinished one if it dies), KEY.frames and KEY.status after."""
+    results = job_dir / "results"
+    inputs, _ = wire.parse_frames((job_dir / "inputs.bin").read_bytes(), array_limit=job["limits"]["array_bytes"])
+    for task in job["tasks"]:
+        key = task["key"]
+        _write_json(results / f"{key}.started", {"solo": job["solo"], "time": time.time()})
+        cases_args = [wire.decode_args(c["args"], inputs) for c in task["cases"]]
+        for attempt in (1, 2):
+            data, fate = _fork_child(task, cases_args, job, runner, wire)
+            # At level "nobody" another learner's code (also nobody) can kill this child: run it again.
+            killed_by_someone_else = (fate["signal"] in _EXTERNAL_SIGNALS and fate["timed_out"] is None
+                                      and not fate["over_limit"])
+            if not killed_by_someone_else or attempt == 2:
+                break
+        fate["attempts"] = attempt
+        fate["truncated"] = wire.split_frames(data)[1]
+        (results / f"{key}.frames").write_bytes(data)
+        _write_json(results / f"{key}.status", fate)
+
+
+# --- isolation set-up (as root) ------------------------------------------------------------------
+
+
+def _under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _hide_and_bind(iso: dict[str, Any], job_dir: Path) -> None:
+    """Mount namespace: empty tmpfs over the hidden folders, the kept folders bound back."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates to the host
+    os.umask(0o022)
+    keep_fds = {}
+    for keep in iso["keeps"]:
+        if os.path.isdir(keep["path"]):
+            keep_fds[keep["path"]] = os.open(keep["path"], os.O_PATH | os.O_DIRECTORY)
+    hidden = []
+    for mask in sorted(iso["masks"], key=lambda m: m["path"].count("/")):
+        if os.path.isdir(mask["path"]) and not os.path.islink(mask["path"]):
+            _mount("tmpfs", mask["path"], "tmpfs", MS_NOSUID | MS_NODEV,
+                   f"size={mask['size']},mode={mask['mode']}")
+            hidden.append(mask["path"])
+    for keep in sorted(iso["keeps"], key=lambda k: k["path"].count("/")):
+        path = keep["path"]
+        if path not in keep_fds or not any(_under(path, h) for h in hidden):
+            continue
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        _mount(f"/proc/self/fd/{keep_fds[path]}", path, None, MS_BIND | MS_REC)
+        flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (0 if keep["writable"] else MS_RDONLY)
+        _mount(None, path, None, flags)
+    for fd in keep_fds.values():
+        os.close(fd)
+    for path in iso["late_masks"]:
+        if os.path.isdir(path):
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # shows only our namespace
+
+
+def _mount_scratch(job: dict[str, Any]) -> None:
+    iso = job["isolation"]
+    _mount("tmpfs", job["scratch"], "tmpfs", MS_NOSUID | MS_NODEV,
+           f"size={job['limits']['scratch_bytes']},mode=0700,uid={iso['uid']},gid={iso['gid']}")
+
+
+def _enter_namespaces() -> None:
+    """Unshare, then fork: the parent waits and passes on the exit status; the child is PID 1."""
+    _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)  # the grader stops us with SIGKILL; the zygote dies with us
+        _, status = os.waitpid(pid, 0)
+        os._exit(max(os.waitstatus_to_exitcode(status), 0) if os.WIFEXITED(status) else 75)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _isolate(job: dict[str, Any], job_dir: Path) -> None:
+    level = job["isolation"]["level"]
+    if level == "namespaces":
+        _enter_namespaces()
+        _hide_and_bind(job["isolation"], job_dir)
+        _mount_scratch(job)
+    else:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)  # processes the child leaves behind come back to us
+        scratch = Path(job["scratch"])
+        scratch.mkdir(mode=0o700, exist_ok=True)
+        if level == "nobody" and os.geteuid() == 0:
+            os.chown(scratch, job["isolation"]["uid"], job["isolation"]["gid"])
+
+
+# --- the probe: does the isolation hold here? -------------------------------------------------------
+
+
+def _probe_child(job: dict[str, Any], w: int) -> None:
+    _prepare_child(w, job)
+    report: dict[str, Any] = {"uid": os.getuid(), "euid": os.geteuid(), "readable": {}, "writable": {}}
+    for path in job["probe"]["read"]:
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+            report["readable"][path] = True
+        except OSError as exc:
+            report["readable"][path] = f"{type(exc).__name__}: {exc.strerror}"
+    for path in job["probe"]["write"]:
+        try:
+            with open(path, "ab"):
+                pass
+            report["writable"][path] = True
+        except OSError as exc:
+            report["writable"][path] = f"{type(exc).__name__}: {exc.strerror}"
+    host, port = job["probe"]["connect"]
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        report["network"] = True
+    except Exception as exc:
+        report["network"] = _exception_text(exc)
+    try:
+        importlib.import_module("json.tool")  # a module nobody imported yet: is the interpreter readable?
+        report["imports"] = True
+    except Exception as exc:
+        report["imports"] = _exception_text(exc)
+    try:
+        os.kill(os.getppid(), 0)
+        report["can_signal_parent"] = True
+    except OSError:
+        report["can_signal_parent"] = False
+    _write_all(w, json.dumps(report).encode())
+
+
+def _probe(job: dict[str, Any], job_dir: Path) -> None:
+    r, w = os.pipe()
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            _probe_child(job, w)
+        finally:
+            os._exit(0)
+    os.close(w)
+    data, fate = _supervise(pid, r, job["limits"])
+    try:
+        report = json.loads(data.decode() or "{}")
+    except ValueError:
+        report = {}
+    report["fate"] = fate
+    _write_json(job_dir / "probe.json", report)
+
+
+# --- entry point --------------------------------------------------------------------------------------
+
+
+def _guard_parent(grader_pid: int) -> None:
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the grading process died: so do we
+    if os.getppid() != grader_pid:
+        os._exit(75)
+
+
+def main(argv: list[str]) -> int:
+    probe = len(argv) > 1 and argv[1] == "--probe"
+    job_dir = Path(argv[-1])
+    job = json.loads((job_dir / "job.json").read_text())
+    _guard_parent(job["grader_pid"])
+    try:
+        runner = _load(job["runner_path"], "_grading_runner")
+        wire = _load(job["wire_path"], "_grading_wire")
+        _preimport(job["isolation"].get("preimport", []))
+        _isolate(job, job_dir)
+    except Exception as exc:
+        message = _exception_text(exc)
+        print(f"worker: the isolation could not be set up: {message}", file=sys.stderr, flush=True)
+        try:
+            _write_json(job_dir / "fatal.json", {"error": message, "stage": "isolation"})
+        except OSError:
+            pass  # the job folder may already be hidden: the message is in worker.log
+        return 3
+    if probe:
+        _probe(job, job_dir)
+    else:
+        _zygote(job, job_dir, runner, wire)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,339 @@
+"""The grader's parts that run no learner code: wire format, cell selection, learners, statuses, gradebook."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from grading_submissions import ANSWER_CELLS, SOLUTIONS, masking, notebook, write_learner
+
+from lessonlib import cli
+from lessonlib.exercises import EXERCISES, Outcome, Value, get_exercise, run_case
+from lessonlib.grading import records as r
+from lessonlib.grading import wire
+from lessonlib.grading.assess import TaskResult, assess, manual_grade
+from lessonlib.grading.batch import GradeSettings, GradingError, _Batch, _blame, _load_suspects, grade
+from lessonlib.grading.files import atomic_write_text
+from lessonlib.grading.gradebook import GRADES_COLUMNS, feedback_markdown, write_gradebook
+from lessonlib.grading.sandbox import Isolation, Limits, hidden_folders
+from lessonlib.grading.submissions import (
+    CourseNotebook,
+    ManualAnswer,
+    Notebook,
+    course_notebooks,
+    definitions_only,
+    discover,
+    plan_notebook,
+    read_notebook,
+)
+
+COURSES = course_notebooks(SOLUTIONS)
+MASKING = next(c for c in COURSES if c.name == "02_masking.ipynb")
+LIMITS = Limits(cpu_seconds=2, memory_mb=256)
+
+
+# --- wire format ------------------------------------------------------------------------------------
+
+
+def _round_trip(outcome: Outcome) -> Outcome:
+    arrays: list[np.ndarray] = []
+    encoded = wire.encode_outcome(outcome, arrays)
+    stream = wire.json_frame(encoded) + b"".join(wire.npy_frame(a) for a in arrays)
+    frames, truncated = wire.split_frames(stream)
+    assert not truncated
+    parsed = [wire.load_json(p) if kind == "json" else wire.load_npy(p, 2**20) for kind, p in frames]
+    return wire.decode_outcome(parsed[0], parsed[1:], Outcome, Value)
+
+
+def test_outcomes_cross_as_json_and_npy_unchanged() -> None:
+    weights = np.array([[0.25, 0.75], [1.0, 0.0]])
+    outcome = run_case(lambda q: (weights @ q, weights, 3, 2.5, np.float32(np.inf), True, 1 + 2j), (np.ones(2),))
+    back = _round_trip(outcome)
+    assert back.status == "returned" and back.value.type_name == "tuple"
+    items = back.value.items
+    np.testing.assert_array_equal(items[1].data, weights)
+    assert [i.data for i in items[2:]] == [3, 2.5, np.inf, True, 1 + 2j]
+    assert items[4].type_name == "numpy.float32"
+    failed = _round_trip(Outcome("raised", error="ValueError: bad (line 3 of the answer cell)"))
+    assert failed.error.startswith("ValueError") and failed.value is None
+
+
+def test_a_cut_stream_is_reported() -> None:
+    stream = wire.json_frame({"kind": "done"}) + wire.npy_frame(np.zeros(3))
+    frames, truncated = wire.split_frames(stream[:-5])
+    assert len(frames) == 1 and truncated
+
+
+@pytest.mark.parametrize("array", [np.array([{"a": 1}], dtype=object),
+                                   np.zeros(2, dtype=[("x", "f8"), ("y", "i4")]),
+                                   np.array(["text"])])
+def test_only_numeric_arrays_are_accepted_back(array: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array, allow_pickle=True)
+    with pytest.raises(wire.WireError):
+        wire.load_npy(buffer.getvalue(), 2**20)
+
+
+def test_npy_header_must_match_its_data_and_the_size_limit() -> None:
+    data = wire.npy_bytes(np.zeros((4, 4)))
+    with pytest.raises(wire.WireError, match="does not match"):
+        wire.load_npy(data[:-8], 2**20)
+    with pytest.raises(wire.WireError):
+        wire.load_npy(data, 64)
+    with pytest.raises(wire.WireError):
+        wire.load_json(b"[" * 100_000)
+
+
+# --- reading notebooks and choosing cells -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('{"cells": [', "not valid JSON"),
+    ("[1, 2]", "not a notebook"),
+    ('{"cells": [], "nbformat": 3}', "format 3"),
+    ('{"cells": [{"cell_type": "code", "source": 7}], "nbformat": 4}', "malformed cell"),
+])
+def test_unreadable_notebooks_are_described(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "02_masking.ipynb"
+    path.write_text(text)
+    assert problem in read_notebook(path).problem
+
+
+def _plans(nb: nbformat.NotebookNode, tmp_path: Path) -> dict:
+    path = tmp_path / "02_masking.ipynb"
+    nbformat.write(nb, path)
+    plans, _ = plan_notebook(MASKING, read_notebook(path))
+    return {p.exercise: p for p in plans}
+
+
+def test_the_answer_cell_runs_whole_and_other_cells_only_define(tmp_path: Path) -> None:
+    extra = [(3, "%matplotlib inline\nimport matplotlib.pyplot as plt\nSCALE = 2.0\nplt.plot([1])\n"
+                 "def helper(x):\n    return x\nprint('side effect')\nfrom lessonlib import causal_mask")]
+    plans = _plans(notebook("02_masking.ipynb", extra=extra), tmp_path)
+    program = plans["masked_softmax"].program
+    sources = "\n".join(step.source for step in program)
+    assert [s.label for s in program].count("answer") == 1
+    assert "SCALE = 2.0" in sources and "def helper" in sources and "import numpy as np" in sources
+    for absent in ("plt", "print(", "check(", "%matplotlib", "from lessonlib import causal_mask"):
+        assert absent not in sources.replace("import math", ""), absent
+    answer = next(s for s in program if s.label == "answer")
+    assert answer.filename == f"<answer cell {ANSWER_CELLS['masked_softmax']}>"
+
+
+def test_definitions_keep_line_numbers_and_drop_forbidden_names() -> None:
+    source = "x = 1; print(x)\ndef masked_softmax(s, a):\n    return s\n\ndef mine():\n    pass\nloop()\n"
+    kept = definitions_only(source, ast.parse(source), {"masked_softmax"})
+    assert kept.split("\n") == ["", "", "", "", "def mine():", "    pass", "", ""]
+
+
+def test_answer_cell_found_by_id_when_its_tag_is_gone(tmp_path: Path) -> None:
+    nb = notebook("02_masking.ipynb")
+    for cell in nb.cells:
+        cell.metadata.pop("tags", None)
+    plans = _plans(nb, tmp_path)
+    assert all(p.status is None for p in plans.values())
+
+
+def test_an_untagged_cell_defining_the_function_is_graded_with_a_note(tmp_path: Path) -> None:
+    nb = notebook("02_masking.ipynb", delete=("padding_mask",),
+                  extra=[(5, "def padding_mask(lengths, max_length):\n    return None")])
+    plan = _plans(nb, tmp_path)["padding_mask"]
+    assert plan.status is None and "was graded instead" in plan.notes[0]
+
+
+def test_syntax_error_in_the_answer_cell(tmp_path: Path) -> None:
+    plan = _plans(notebook("02_masking.ipynb", answers={"causal_mask": "def causal_mask(n:\n    pass"}),
+                  tmp_path)["causal_mask"]
+    assert plan.status == "cell_error" and "not valid Python" in plan.reason
+
+
+def test_learners_are_named_by_folder_or_file(tmp_path: Path) -> None:
+    write_learner(tmp_path / "class" / "amy", masking())
+    write_learner(tmp_path / "class" / "ben", {"renamed copy.ipynb": notebook("03_position.ipynb"),
+                                               "notes.ipynb": nbformat.v4.new_notebook()})
+    nbformat.write(notebook("01_scaling.ipynb"), tmp_path / "cat_01_scaling.ipynb")
+    learners = discover([tmp_path / "class", tmp_path / "cat_01_scaling.ipynb"], COURSES)
+    by_name = {lr.name: lr for lr in learners}
+    assert sorted(by_name) == ["amy", "ben", "cat"]
+    assert list(by_name["ben"].files) == ["03_position.ipynb"]  # recognised by its cells
+    assert "notes.ipynb is not one of the exercise notebooks" in by_name["ben"].notes[0]
+    assert list(by_name["cat"].files) == ["01_scaling.ipynb"]
+
+
+# --- statuses from what the worker reported -----------------------------------------------------------
+
+
+def _task(**fate: object) -> TaskResult:
+    base = {"timed_out": None, "over_limit": False, "exit_code": 0, "signal": None}
+    return TaskResult(fate={**base, **fate}, cells=[{"label": "answer", "raised": None, "lessonlib": []}],
+                      defined=True)
+
+
+def _assess(task: TaskResult | None, **kwargs: object) -> r.ExerciseGrade:
+    plan = plan_notebook(MASKING, Notebook(Path("x.ipynb"), []))[0][0]
+    plan.status = None
+    exercise = get_exercise("masked_softmax")
+    return assess(exercise, plan, exercise.public_cases(), task, LIMITS, **kwargs)
+
+
+@pytest.mark.parametrize("fate, status, words", [
+    ({"timed_out": "cpu", "signal": 24}, "timeout", "CPU time"),
+    ({"timed_out": "wall", "signal": 9}, "timeout", "still running after 5 s"),
+    ({"over_limit": True}, "result_too_large", "more than 32 MB"),
+    ({"exit_code": 7}, "exited", "exit status 7"),
+    ({"signal": 11, "exit_code": None}, "crashed", "SIGSEGV"),
+])
+def test_a_process_that_did_not_finish_never_counts_as_passed(fate: dict, status: str, words: str) -> None:
+    exercise = get_exercise("masked_softmax")
+    task = _task(**fate)
+    first = exercise.public_cases()[0]  # one case finished, correctly, before the end
+    task.outcomes[first.id] = run_case(exercise.reference, first.args)
+    grade = _assess(task)
+    assert grade.status == status and words in grade.reason
+    assert 0 < grade.points < exercise.points and "only those count" in grade.reason
+
+
+def test_lessonlib_calls_and_stopped_grader() -> None:
+    task = _task()
+    task.done = True
+    task.lessonlib = {"lessonlib.masked_softmax"}
+    for case in get_exercise("masked_softmax").public_cases():
+        task.outcomes[case.id] = Outcome("raised", error="LessonlibUnavailable: not available while grading")
+    grade = _assess(task)
+    assert grade.status == "uses_lessonlib" and grade.points == 0
+    assert _assess(None, stopped_grader=True).status == "stopped_grader"
+
+
+# --- resuming after the grading process died ----------------------------------------------------------
+
+
+def _marker(job: Path, key: str, solo: bool = False, finished: bool = False) -> None:
+    results = job / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{key}.started").write_text(json.dumps({"solo": solo}))
+    if finished:
+        (results / f"{key}.status").write_text("{}")
+
+
+def _batch_for(work: Path) -> _Batch:
+    return _Batch(settings=GradeSettings(out=work), limits=LIMITS, out=work, state=work, work=work, saved=work,
+                  courses=[], cases={}, submissions=[], seed_digest="")
+
+
+def test_a_lone_unfinished_exercise_is_blamed_several_are_rerun_alone(tmp_path: Path) -> None:
+    _marker(tmp_path / "one", "02_masking--masked_softmax")
+    _marker(tmp_path / "one", "02_masking--causal_mask", finished=True)
+    _blame(_batch_for(tmp_path), set())
+    assert _load_suspects(tmp_path / "one") == {"02_masking--masked_softmax": "culprit"}
+    _marker(tmp_path / "two", "01_scaling--q1_context")
+    _marker(tmp_path / "three", "01_scaling--q1_context")
+    _blame(_batch_for(tmp_path), set())
+    assert _load_suspects(tmp_path / "two") == {"01_scaling--q1_context": "solo"}
+    _marker(tmp_path / "two", "01_scaling--q1_context", solo=True)  # it stopped the grader again, alone
+    _blame(_batch_for(tmp_path), set())
+    assert _load_suspects(tmp_path / "two") == {"01_scaling--q1_context": "culprit"}
+
+
+# --- gradebook ------------------------------------------------------------------------------------------
+
+
+def _result() -> r.LearnerResult:
+    q = next(c for c in COURSES if c.manual).manual[0]
+    failed = r.ExerciseGrade("02_masking.ipynb", "masked_softmax", 1.0, 3.0, "failed", "x [y]", "1 of 3 cases.",
+                             failed_cases=[{"case": "hidden-2", "description": "a hidden one", "reason": "wrong_values",
+                                            "expected": "SECRET-EXPECTED", "got": "SECRET-GOT", "detail": "",
+                                            "hidden": True}])
+    manual = manual_grade(ManualAnswer(q, "Weights are not effects.\n\nAblate a key.", "needs_manual_grading"))
+    return r.LearnerResult("Zoë O'Neil", "Zo_O_Neil", "f", "namespaces", "now", [failed, manual])
+
+
+def test_gradebook_files(tmp_path: Path) -> None:
+    result = _result()
+    write_gradebook(tmp_path, [result], Isolation("namespaces", "s"), LIMITS, 2)
+    with open(tmp_path / "grades.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == GRADES_COLUMNS
+    assert rows[1]["points"] == "" and rows[1]["status"] == "needs_manual_grading"
+    summary = (tmp_path / "summary.csv").read_text().splitlines()
+    assert summary[1].startswith("Zoë O'Neil,1,3,33.3,2,0,1,,namespaces")  # "failed" is not flagged
+    text = feedback_markdown(result)
+    assert "SECRET" not in text and "hidden-2` (a hidden case)" in text
+    assert "> Weights are not effects.\n>\n> Ablate a key." in text and "**Needs manual grading**" in text
+    assert json.loads((tmp_path / "grades.json").read_text())["learners"][0]["manual_pending"] == 2
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> None:
+    target = tmp_path / "grades.csv"
+    atomic_write_text(target, "old\n")
+
+    class Boom(str):
+        def encode(self, *args: object) -> bytes:
+            raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        atomic_write_text(target, Boom("new"))
+    assert target.read_text() == "old\n" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_hidden_folders_cover_course_output_and_submissions(tmp_path: Path) -> None:
+    folders = {str(p) for p in hidden_folders(tmp_path / "out", [SOLUTIONS / "02_masking.ipynb"])}
+    root = str(SOLUTIONS.resolve().parent)
+    assert root in folders and "/tmp" in folders and "/" not in folders and "/usr" not in folders
+
+
+# --- the command -------------------------------------------------------------------------------------
+
+
+def test_grade_command_options() -> None:
+    args = cli.build_parser().parse_args(["grade", "a", "b", "--out", "d", "--timeout", "3", "--memory", "256",
+                                          "--workers", "1", "--seed", "7"])
+    assert (args.timeout, args.memory, args.workers, args.seed, args.isolation) == (3.0, 256, 1, 7, "auto")
+
+
+def test_a_different_seed_for_the_same_folder_is_refused(tmp_path: Path) -> None:
+    write_learner(tmp_path / "subs" / "amy", {})
+    (tmp_path / "out" / ".grading").mkdir(parents=True)
+    (tmp_path / "out" / ".grading" / "state.json").write_text('{"seed": 1}')
+    with pytest.raises(GradingError, match="another --seed"):
+        grade([tmp_path / "subs"], GradeSettings(out=tmp_path / "out", seed=2))
+    assert cli.main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"), "--seed", "1"]) == 2
+
+
+def test_every_exercise_belongs_to_a_course_notebook() -> None:
+    names = [e for c in COURSES for e in c.exercises]
+    assert sorted(names) == sorted(EXERCISES) and isinstance(COURSES[0], CourseNotebook)
+    assert set(ANSWER_CELLS) == set(EXERCISES)
+
+
+def test_pathological_cells_do_not_break_planning(tmp_path: Path) -> None:
+    deep = "x = " + "+".join(["1"] * 200_000)  # deeper than the parser's recursion allows
+    plans = _plans(notebook("02_masking.ipynb", extra=[(3, deep)],
+                            answers={"causal_mask": deep + "\ndef causal_mask(n):\n    return n"}), tmp_path)
+    assert plans["masked_softmax"].status is None
+    assert plans["causal_mask"].status == "cell_error" and "RecursionError" in plans["causal_mask"].reason
+
+
+def test_symbolic_links_in_a_learner_folder_are_not_followed(tmp_path: Path) -> None:
+    folder = write_learner(tmp_path / "sly", {})
+    (folder / "02_masking.ipynb").symlink_to(SOLUTIONS / "02_masking.ipynb")
+    (learner,) = discover([folder], COURSES)
+    assert learner.files == {} and "symbolic link" in learner.notes[0]
+
+
+@pytest.mark.parametrize("module", ["lessonlib/grading/worker.py", "lessonlib/grading/wire.py",
+                                    "lessonlib/exercises/runner.py"])
+def test_the_worker_loads_nothing_of_lessonlib(module: str) -> None:
+    """The worker loads these files by path before learner code runs: they may import only the
+    standard library and NumPy (learner code must find no real lessonlib in the worker)."""
+    tree = ast.parse((SOLUTIONS.parent / module).read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported <= set(sys.stdlib_module_names) | {"numpy", "__future__"}, imported
