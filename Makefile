@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CROSSCHECK_STAMP := $(VENV)/.crosscheck-installed
 NOTEBOOK_DIRS := notebooks solutions exercises
 
-.PHONY: lab test lint unit verify-exercises notebooks execute clean crosscheck
+.PHONY: lab test lint unit verify-exercises notebooks execute clean crosscheck browser site
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# Serves the whole course (notebooks/, exercises/, solutions/) and opens the map of the lesson.
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) --ServerApp.root_dir=. \
+	    --ServerApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
 
 test: lint unit verify-exercises notebooks
 
@@ -59,8 +61,6 @@ browser: $(STAMP)
 # npm on first use (tools/site/package.json).
 site: $(STAMP)
 	$(BIN)/python tools/site/build.py --out site notebooks
-
-.PHONY: browser site
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
