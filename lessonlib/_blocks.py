@@ -1,12 +1,13 @@
-"""Cutting attention into row blocks and running the blocks on several threads.
+"""Cutting attention into blocks of query rows and running the blocks on several threads.
 
-Why threads help: NumPy releases the GIL inside its ufuncs (exp, max, sums) and inside matmul,
-so independent query blocks can run at the same time in plain Python threads. Every block also
-calls BLAS for its two matmuls, so while the blocks run BLAS is held to one thread per worker
-(with threadpoolctl); otherwise each worker would start its own BLAS threads on the same cores.
+Why threads help: NumPy's element-wise passes (max, exp, sums) run on one core, and in dense
+attention they cost more than the matmuls. NumPy releases the GIL inside its ufuncs and inside
+matmul, so independent blocks of query rows can run at the same time in plain Python threads.
+Every block also calls BLAS for its matmuls, so while the blocks run BLAS is held to one thread
+per worker (with threadpoolctl); otherwise each worker would start BLAS threads on the same cores.
 
-Why blocks help even on one thread: a block of ``rows x S`` scores small enough to stay in the
-processor's cache goes through max, exp, sum and divide without a trip to main memory each time.
+Why blocks: each block's scores are still in cache when its softmax passes and its second matmul
+read them, and a block writes straight into the result arrays, so no other n x n array is made.
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from lessonlib._checks import check_positive_int
 
 Item = TypeVar("Item")
 
-# A block of scores of about this many bytes stays in a core's cache (L2 is 1-2 MiB per core
-# on current x86 machines) while its softmax passes run.
-BLOCK_BYTES = 1 << 19
-# Below this many scores per (L, S) matrix the plain whole-array code is faster: the per-block
-# bookkeeping (a few microseconds of Python per block) would cost more than the cache saves.
-MIN_BLOCKED_SCORES = 1 << 15
+# Rows per block of dense attention: about this many bytes of scores. Such a block stays in cache
+# (the last level, if not a core's own 1-2 MiB) between its matmul and its softmax passes; smaller
+# blocks cost more in BLAS, which repacks the whole key and value matrices for every call.
+BLOCK_BYTES = 1 << 22
+# Below these sizes the plain whole-array code is faster: the per-block bookkeeping (tens of
+# microseconds of Python and thread hand-over per block) costs more than threads save. Measured on
+# 2 cores: blocks win from n = 512 for one (n, n) matrix and from n = 256 for eight.
+MIN_BLOCKED_SCORES = 1 << 15  # scores in one (L, S) matrix
+MIN_BLOCKED_TOTAL = 1 << 17  # scores in the whole (..., L, S) stack
 
 
 def available_cores() -> int:
@@ -60,8 +64,9 @@ def get_num_threads() -> int:
 def set_num_threads(num_threads: int | None) -> int:
     """Let dense and tiled attention use up to ``num_threads`` threads; None = all available cores.
 
-    Returns the previous setting, so a caller can put it back. With 1 thread, BLAS also runs on
-    one thread inside these functions. Results do not depend on the setting.
+    Returns the previous setting, so a caller can put it back. The blocks call BLAS on one thread
+    each, so with 1 thread these functions use one core. Results do not depend on the setting
+    beyond rounding (a different split into blocks can change the last bit of a sum).
     """
     if num_threads is None:
         num_threads = available_cores()
@@ -156,9 +161,21 @@ def run_blocks(work: Callable[[Item], None], items: Sequence[Item]) -> None:
         _release_blas()
 
 
-def rows_per_block(n_rows: int, row_bytes: int) -> int:
-    """Rows of one block: about BLOCK_BYTES of scores, at least 1 row and at most ``n_rows``."""
-    return max(1, min(n_rows, BLOCK_BYTES // max(row_bytes, 1)))
+def worth_blocking(n_rows: int, n_cols: int, n_matrices: int = 1) -> bool:
+    """Whether a stack of ``n_matrices`` (n_rows, n_cols) score matrices is big enough for blocks."""
+    scores = n_rows * n_cols
+    return scores >= MIN_BLOCKED_SCORES and n_matrices * scores >= MIN_BLOCKED_TOTAL
+
+
+def rows_per_block(n_rows: int, row_bytes: int, n_matrices: int = 1) -> int:
+    """Rows of one block of a stack of ``n_matrices`` (n_rows, .) matrices with rows of ``row_bytes``.
+
+    About BLOCK_BYTES per block, but no more rows than give every thread two blocks to take.
+    """
+    rows = BLOCK_BYTES // max(row_bytes, 1)
+    blocks_per_matrix = -(-2 * get_num_threads() // max(n_matrices, 1))  # ceiling division
+    rows = min(rows, -(-n_rows // blocks_per_matrix))
+    return max(1, min(n_rows, rows))
 
 
 def row_blocks(batch: tuple[int, ...], n_rows: int, rows: int) -> list[tuple[tuple[int, ...], slice]]:

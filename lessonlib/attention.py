@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lessonlib._blocks import MIN_BLOCKED_SCORES, row_blocks, rows_per_block, run_blocks
+from lessonlib._blocks import row_blocks, rows_per_block, run_blocks, worth_blocking
 from lessonlib._checks import (
     as_allowed_mask,
     as_float_array,
@@ -43,7 +43,7 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     x = np.asarray(x)
     if not np.issubdtype(x.dtype, np.floating):
         x = x.astype(np.float64)
-    if x.ndim >= 2 and axis in (-1, x.ndim - 1) and _worth_blocking(x.shape[-2], x.shape[-1]):
+    if x.ndim >= 2 and axis in (-1, x.ndim - 1) and worth_blocking(x.shape[-2], x.shape[-1], _stack(x.shape)):
         out = np.empty(x.shape, dtype=x.dtype)  # (..., S)
         _for_row_blocks(out, lambda block: _softmax_rows(x[block], out[block]))
         return out
@@ -62,9 +62,9 @@ def _softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
     out /= np.sum(out, axis=-1, keepdims=True)
 
 
-def _worth_blocking(n_queries: int, n_keys: int) -> bool:
-    """Whether one (L, S) score matrix is big enough for row blocks to beat the whole-array code."""
-    return n_queries * n_keys >= MIN_BLOCKED_SCORES
+def _stack(shape: tuple[int, ...]) -> int:
+    """How many (L, S) matrices an array of ``shape`` (..., L, S) holds."""
+    return math.prod(shape[:-2])
 
 
 def _for_row_blocks(out: np.ndarray, work: Callable[[tuple[int | slice, ...]], None]) -> None:
@@ -72,7 +72,7 @@ def _for_row_blocks(out: np.ndarray, work: Callable[[tuple[int | slice, ...]], N
 
     ``out`` (..., L, S) is the array the work fills: its shape and item size set the blocks.
     """
-    rows = rows_per_block(out.shape[-2], out.shape[-1] * out.itemsize)
+    rows = rows_per_block(out.shape[-2], out.shape[-1] * out.itemsize, _stack(out.shape))
     blocks = [(*index, row_slice) for index, row_slice in row_blocks(out.shape[:-2], out.shape[-2], rows)]
     run_blocks(work, blocks)
 
@@ -114,7 +114,7 @@ def masked_softmax(scores: np.ndarray, allowed: np.ndarray, *, fully_masked: str
         _refuse_empty_rows(allowed, shape)
     scores, allowed = np.broadcast_to(scores, shape), np.broadcast_to(allowed, shape)
     weights = np.empty(shape, dtype=scores.dtype)  # (..., S)
-    if len(shape) >= 2 and _worth_blocking(shape[-2], shape[-1]):
+    if len(shape) >= 2 and worth_blocking(shape[-2], shape[-1], _stack(shape)):
         _for_row_blocks(
             weights,
             lambda block: _masked_softmax_rows(scores[block], allowed[block], weights[block], fully_masked),
@@ -218,13 +218,14 @@ def _blocked_batch(
     a non-boolean mask, a mask or value that adds batch axes), whose errors the plain code raises.
     """
     n_q, n_k = query.shape[-2], key.shape[-2]
-    if not _worth_blocking(n_q, n_k) or query.shape[-1] != key.shape[-1]:
-        return None
-    if mask is not None and np.asarray(mask).dtype != bool:
+    if query.shape[-1] != key.shape[-1] or (mask is not None and np.asarray(mask).dtype != bool):
         return None
     try:
         batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2])
-        mask_fits = mask is None or np.broadcast_shapes(batch + (n_q, n_k), np.shape(mask)) == batch + (n_q, n_k)
+        if not worth_blocking(n_q, n_k, math.prod(batch)):
+            return None
+        scores_shape = batch + (n_q, n_k)
+        mask_fits = mask is None or np.broadcast_shapes(scores_shape, np.shape(mask)) == scores_shape
         value_fits = np.broadcast_shapes(batch, value.shape[:-2]) == batch
     except ValueError:
         return None
@@ -243,21 +244,20 @@ def _attend_in_blocks(
     """Scores, weights and output of the plain path, filled one block of query rows at a time.
 
     Each block goes through scores, softmax and weights @ value while it is still in cache, writing
-    straight into the result arrays (no other L x S array exists), and blocks run on several threads.
+    straight into the result arrays (no other L x S array is made); blocks run on several threads,
+    each calling BLAS on one thread.
     """
     n_q, n_k = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(key.shape[-1]) if scale is None else scale
-    allowed = None
-    if mask is not None:
-        allowed = np.broadcast_to(as_allowed_mask(mask, "allowed"), batch + (n_q, n_k))  # (..., L, S)
-        if fully_masked == "raise":
-            _refuse_empty_rows(allowed, allowed.shape)
     query = np.broadcast_to(query, batch + query.shape[-2:])  # (..., L, d_k), a view
     key = np.broadcast_to(key, batch + key.shape[-2:])  # (..., S, d_k)
     value = np.broadcast_to(value, batch + value.shape[-2:])  # (..., S, d_v)
     scores = np.empty(batch + (n_q, n_k), dtype=np.result_type(query, key))  # (..., L, S)
     weights = np.empty_like(scores)  # (..., L, S)
     output = np.empty(batch + (n_q, value.shape[-1]), dtype=np.result_type(weights, value))  # (..., L, d_v)
+    allowed = None
+    if mask is not None:
+        allowed = np.broadcast_to(as_allowed_mask(mask, "allowed"), scores.shape)  # (..., L, S), a view
     overflowed = []  # blocks whose scores hold an inf or NaN
 
     def attend(block: tuple[int | slice, ...]) -> None:
@@ -268,14 +268,16 @@ def _attend_in_blocks(
         if allowed is None:
             _softmax_rows(s, w)
         else:
-            if not np.isfinite(np.sum(s)):  # one cheap pass; the plain path checks scores here
+            if not np.isfinite(np.sum(s)):  # one cheap pass; the plain path refuses such scores
                 overflowed.append(block)
             _masked_softmax_rows(s, allowed[block], w, fully_masked)
         np.matmul(w, value[index], out=output[block])  # (rows, d_v)
 
     _for_row_blocks(scores, attend)
     if overflowed:
-        as_float_array(scores, "scores")  # raises (naming the count) if the sum did not just overflow
+        as_float_array(scores, "scores")  # raises, naming the count (unless only the sum overflowed)
+    if allowed is not None and fully_masked == "raise":
+        _refuse_empty_rows(allowed, scores.shape)
     return scores, weights, output
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lessonlib._blocks import MIN_BLOCKED_SCORES, run_blocks
+from lessonlib._blocks import run_blocks, worth_blocking
 from lessonlib._checks import as_float_array, check_positive_int
 from lessonlib.masks import _query_offset
 
@@ -63,6 +63,8 @@ def tiled_attention(
     running denominator l and an unnormalised output acc; when a new block raises the maximum,
     l and acc are rescaled by exp(m_old - m_new). No (L, S) array is ever held. With ``causal``,
     alignment works as in :func:`lessonlib.masks.causal_mask`; rows with no allowed key give zeros.
+    Query blocks run on several threads (:func:`lessonlib.set_num_threads`), each reusing its own
+    (block x block) buffer, so memory grows as L * d_v plus a constant per thread.
     """
     block_size = check_positive_int(block_size, "block_size")
     query = as_float_array(query, "query")
@@ -83,7 +85,7 @@ def tiled_attention(
     out = np.empty(batch + (n_q, value.shape[-1]), dtype=dtype)  # (..., L, d_v)
     # Large matrices: one item per (batch index, query block), so threads share the work and each
     # item's tiles stay in cache. Small ones: one item per query block across the whole batch.
-    indexes = list(np.ndindex(batch)) if n_q * n_k >= MIN_BLOCKED_SCORES else [()]
+    indexes = list(np.ndindex(batch)) if worth_blocking(n_q, n_k, math.prod(batch)) else [()]
 
     def attend(item: tuple[tuple[int, ...], int]) -> None:
         index, q0 = item
@@ -114,29 +116,32 @@ def _attend_query_block(
     n_rows, n_keys, dtype = q_block.shape[-2], key.shape[-2], np.result_type(q_block, key, value)
     shape = np.broadcast_shapes(q_block.shape[:-2], key.shape[:-2]) + (n_rows,)
     running_max = np.full(shape, -np.inf, dtype=dtype)  # (..., bq)
-    new_max, rescale = np.empty_like(running_max), np.empty_like(running_max)  # (..., bq)
+    new_max, rescale, row_sum = (np.empty_like(running_max) for _ in range(3))  # (..., bq)
     denom = np.zeros(shape, dtype=dtype)  # (..., bq)
     acc = np.zeros(shape + (value.shape[-1],), dtype=dtype)  # (..., bq, d_v)
     tile = np.empty(shape + (min(block_size, n_keys),), dtype=dtype)  # (..., bq, bk)
     block_out = np.empty_like(acc)  # (..., bq, d_v)
+    key_t = np.swapaxes(key, -1, -2)  # (..., d_k, S), a view
     for k0 in range(0, n_keys, block_size):
         k1 = min(k0 + block_size, n_keys)
         if first_pos is not None and k0 > first_pos + n_rows - 1:
             break  # this block and all later ones are in every query's future
         s = tile[..., : k1 - k0]  # (..., bq, bk); the last key block may be narrower
-        np.matmul(q_block, np.swapaxes(key[..., k0:k1, :], -1, -2), out=s)
+        np.matmul(q_block, key_t[..., k0:k1], out=s)
         if first_pos is not None and k1 - 1 > first_pos:  # the block crosses the diagonal
             allowed = (np.arange(n_rows)[:, None] + first_pos) >= np.arange(k0, k1)[None, :]  # (bq, bk)
             np.copyto(s, -np.inf, where=~allowed)
-        np.maximum(running_max, np.max(s, axis=-1), out=new_max)  # (..., bq)
-        # Rows with nothing allowed yet keep a maximum of -inf; shift them by 0 instead.
-        safe_max = np.where(np.isneginf(new_max), 0.0, new_max) if first_pos is not None else new_max
-        np.subtract(running_max, safe_max, out=rescale)
+        np.max(s, axis=-1, out=new_max)
+        np.maximum(running_max, new_max, out=new_max)  # (..., bq)
+        shift = new_max
+        if first_pos is not None:  # a row with nothing allowed yet keeps -inf: shift it by 0
+            shift = np.where(np.isneginf(new_max), 0.0, new_max)
+        np.subtract(running_max, shift, out=rescale)
         np.exp(rescale, out=rescale)  # (..., bq); 0 where the old max was -inf
-        s -= safe_max[..., None]
+        s -= shift[..., None]
         np.exp(s, out=s)  # now unnormalised probabilities p
         denom *= rescale
-        denom += np.sum(s, axis=-1)
+        denom += np.sum(s, axis=-1, out=row_sum)
         acc *= rescale[..., None]
         acc += np.matmul(s, value[..., k0:k1, :], out=block_out)  # (..., bq, d_v)
         running_max, new_max = new_max, running_max
