@@ -19,13 +19,18 @@ READOUT_CLASS = "lessonlib-readout"
 def build_explorer(
     controls: dict[str, Any],
     settings_from: Callable[[dict[str, Any]], Any],
-    render: Callable[[Any], tuple[str, Any, str]],
     *,
+    compute: Callable[[Any], Any],
+    describe: Callable[[Any], str],
+    draw: Callable[[Any], Any],
+    alt_text: Callable[[Any], str],
     title: str,
 ) -> Any:
-    """Wire ``controls`` (name -> widget) to ``render(settings) -> (readout, figure, alt_text)``.
+    """Wire ``controls`` (name -> widget) to an explorer's pure functions.
 
-    Returns the VBox to display. Every control change recomputes once and redraws once.
+    On every change: settings = settings_from(control values); result = compute(settings); the
+    readout shows describe(result), the image draw(result) (a Figure or a PartialRedraw) and the
+    caption alt_text(result). Returns the VBox to display; one change computes and draws once.
     """
     import ipywidgets as widgets
 
@@ -36,10 +41,10 @@ def build_explorer(
 
     def update(_change: object = None) -> None:
         settings = settings_from({name: w.value for name, w in controls.items()})
-        text, fig, alt = render(settings)
-        readout.value = f"<pre style='margin:0'>{html.escape(text)}</pre>"
-        image.value = figure_png(fig)
-        caption.value = f"<i>Figure: {html.escape(alt)}</i>"
+        result = compute(settings)
+        readout.value = f"<pre style='margin:0'>{html.escape(describe(result))}</pre>"
+        image.value = figure_png(draw(result))
+        caption.value = f"<i>Figure: {html.escape(alt_text(result))}</i>"
 
     for widget in controls.values():
         widget.observe(update, names="value")

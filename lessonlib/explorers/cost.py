@@ -297,8 +297,5 @@ def show(settings: Settings = Settings()) -> Any:
                         measure=values["measure"], max_measured_n=settings.max_measured_n,
                         d_head=settings.d_head)
 
-    def render(s: Settings) -> tuple[str, Any, str]:
-        result = compute(s)
-        return describe(result), figure.draw(result), alt_text(result)
-
-    return build_explorer(controls, settings_from, render, title="Cost explorer: the n x n score matrix")
+    return build_explorer(controls, settings_from, compute=compute, describe=describe,
+                          draw=figure.draw, alt_text=alt_text, title="Cost explorer: the n x n score matrix")

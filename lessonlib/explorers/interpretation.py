@@ -289,9 +289,6 @@ def show(settings: Settings = Settings()) -> Any:
         return Settings(key=values["key"], scale=values["scale"], shift=values["shift"],
                         exclude=values["exclude"], seed=settings.seed)
 
-    def render(s: Settings) -> tuple[str, Any, str]:
-        result = compute(s)
-        return describe(result), figure.draw(result), alt_text(result)
-
-    return build_explorer(controls, settings_from, render,
+    return build_explorer(controls, settings_from, compute=compute, describe=describe,
+                          draw=figure.draw, alt_text=alt_text,
                           title="Interpretation explorer: weights against what changes the decision")

@@ -331,9 +331,6 @@ def show(settings: Settings = Settings()) -> Any:
         return Settings(allowed=values["allowed"], order=values["order"], dtype=values["dtype"],
                         fill=values["fill"], scores=settings.scores)
 
-    def render(s: Settings) -> tuple[str, Any, str]:
-        result = compute(s)
-        return describe(result), figure.draw(result), alt_text(result)
-
-    return build_explorer(controls, settings_from, render,
+    return build_explorer(controls, settings_from, compute=compute, describe=describe,
+                          draw=figure.draw, alt_text=alt_text,
                           title="Masking explorer: which keys each query may see, and when")

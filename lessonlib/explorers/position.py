@@ -357,8 +357,5 @@ def show(settings: Settings = Settings()) -> Any:
                         causal=values["causal"], n_tokens=settings.n_tokens, d_model=settings.d_model,
                         n_heads=settings.n_heads, max_positions=settings.max_positions, seed=settings.seed)
 
-    def render(s: Settings) -> tuple[str, Any, str]:
-        result = compute(s)
-        return describe(result), figure.draw(result), alt_text(result)
-
-    return build_explorer(controls, settings_from, render, title="Position explorer: what order can change")
+    return build_explorer(controls, settings_from, compute=compute, describe=describe,
+                          draw=figure.draw, alt_text=alt_text, title="Position explorer: what order can change")

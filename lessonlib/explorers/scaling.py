@@ -158,8 +158,5 @@ def show(settings: Settings = Settings()) -> Any:
         return Settings(d_k=values["d_k"], scaled=values["scaled"], entry_std=values["entry_std"],
                         n_keys=settings.n_keys, n_samples=settings.n_samples, seed=settings.seed)
 
-    def render(s: Settings) -> tuple[str, Any, str]:
-        result = compute(s)
-        return describe(result), figure.draw(result), alt_text(result)
-
-    return build_explorer(controls, settings_from, render, title="Scaling explorer: d_k and 1/sqrt(d_k)")
+    return build_explorer(controls, settings_from, compute=compute, describe=describe,
+                          draw=figure.draw, alt_text=alt_text, title="Scaling explorer: d_k and 1/sqrt(d_k)")
