@@ -77,6 +77,16 @@ def _for_row_blocks(out: np.ndarray, work: Callable[[tuple[int | slice, ...]], N
     run_blocks(work, blocks)
 
 
+def attention_entropy(weights: np.ndarray) -> np.ndarray:
+    """H(w) = -sum_j w_j log w_j over the last axis, in nats (0 log 0 taken as 0).
+
+    weights (..., S) -> (...). Uniform weights over S keys give log S; one-hot weights give 0.
+    """
+    w = np.asarray(weights, dtype=float)  # (..., S)
+    logs = np.log(np.where(w > 0, w, 1.0))  # (..., S), log 1 = 0 where w = 0
+    return -np.sum(w * logs, axis=-1)  # (...)
+
+
 def attention_scores(query: np.ndarray, key: np.ndarray, *, scale: float | None = None) -> np.ndarray:
     """Scaled compatibility scores ``query @ key^T * scale``.
 

@@ -56,9 +56,9 @@ def test_weights_are_a_distribution():
 
 def test_entropy_matches_its_formula_and_its_limits():
     w = np.array([0.5, 0.25, 0.25, 0.0])
-    assert scaling.entropy(w) == pytest.approx(-(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25)))
-    assert scaling.entropy(np.full(8, 1 / 8)) == pytest.approx(math.log(8))
-    assert scaling.entropy(np.eye(3)).tolist() == [0.0, 0.0, 0.0]  # one-hot rows, 0 log 0 = 0
+    assert L.attention_entropy(w) == pytest.approx(-(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25)))
+    assert L.attention_entropy(np.full(8, 1 / 8)) == pytest.approx(math.log(8))
+    assert L.attention_entropy(np.eye(3)).tolist() == [0.0, 0.0, 0.0]  # one-hot rows, 0 log 0 = 0
     r = scaling.compute(scaling.Settings())
     assert r.entropy == pytest.approx(-np.sum(r.weights * np.log(r.weights)))
     assert r.max_entropy == pytest.approx(math.log(r.settings.n_keys))

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from lessonlib.attention import attention_scores, softmax
+from lessonlib.attention import attention_entropy, attention_scores, softmax
 from lessonlib.plots import BarPanel, PartialRedraw, new_figure, pin_layout
 
 D_K_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -49,16 +49,6 @@ class Result:
     mean_max_weight: float  # largest weight per query, averaged over the samples
 
 
-def entropy(weights: np.ndarray) -> np.ndarray:
-    """H(w) = -sum_j w_j log w_j over the last axis, in nats (0 log 0 taken as 0).
-
-    weights (..., S) -> (...). Uniform weights over S keys give log S; one-hot weights give 0.
-    """
-    w = np.asarray(weights, dtype=float)  # (..., S)
-    logs = np.log(np.where(w > 0, w, 1.0))  # (..., S), log 1 = 0 where w = 0
-    return -np.sum(w * logs, axis=-1)  # (...)
-
-
 def compute(settings: Settings) -> Result:
     """Scores, weights and their spread for random queries and keys with the chosen entry std."""
     if settings.d_k < 1 or settings.n_keys < 1 or settings.n_samples < 1:
@@ -72,7 +62,7 @@ def compute(settings: Settings) -> Result:
     scale = 1.0 / math.sqrt(settings.d_k) if settings.scaled else 1.0
     scores = attention_scores(queries, keys, scale=scale)  # (N, S)
     weights = softmax(scores)  # (N, S)
-    entropies = entropy(weights)  # (N,)
+    entropies = attention_entropy(weights)  # (N,)
     return Result(
         settings=settings,
         scores=scores[0],
