@@ -69,8 +69,9 @@ def rope(
     """Rotary position embedding of queries or keys.
 
     x (..., n, d) with d even; positions broadcastable to (..., n). Each pair of coordinates is
-    rotated by angle pos * base^(-2i/d): pairs (2i, 2i+1) with ``pairing="interleaved"`` (RoFormer),
-    (i, i + d/2) with ``pairing="half"`` (GPT-NeoX / LLaMA code). Then
+    rotated by angle pos * base^(-2i/d): pairs (2i, 2i+1) with ``pairing="interleaved"`` (RoFormer,
+    Meta's reference LLaMA code), (i, i + d/2) with ``pairing="half"`` (GPT-NeoX, the Hugging Face
+    LLaMA port). Then
     rope(q, m) . rope(k, n) depends on m - n only.
     """
     if pairing not in PAIRINGS:
