@@ -6,6 +6,7 @@ Everything here is the reference: the formula in plain NumPy. The same attention
 
 from lessonlib.attention import (
     AttentionResult,
+    FullyMasked,
     MultiHeadParams,
     MultiHeadResult,
     attention_entropy,
@@ -30,6 +31,7 @@ from lessonlib.cost import (
 from lessonlib.masks import (
     MASK_CONVENTIONS,
     PRECISION_FACTS,
+    Align,
     MaskConvention,
     causal_mask,
     combine_masks,
@@ -39,6 +41,7 @@ from lessonlib.masks import (
 )
 from lessonlib.position import (
     LearnedPositions,
+    Pairing,
     alibi_bias,
     alibi_slopes,
     inverse_permutation,
@@ -51,7 +54,8 @@ from lessonlib.position import (
 from lessonlib.probe import MaskSemantics, probe_mask_semantics
 
 __all__ = [
-    "MASK_CONVENTIONS", "PRECISION_FACTS", "AttentionResult", "LearnedPositions", "MaskConvention",
+    "MASK_CONVENTIONS", "PRECISION_FACTS", "Align", "AttentionResult", "FullyMasked", "Pairing",
+    "LearnedPositions", "MaskConvention",
     "MaskSemantics", "Measurement", "MultiHeadParams", "MultiHeadResult", "TiledResult",
     "alibi_bias", "alibi_slopes", "attention_entropy", "attention_scores", "causal_mask", "combine_masks",
     "dtype_bytes", "key_offsets", "probe_mask_semantics",

@@ -277,7 +277,7 @@ def _softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
     out /= np.sum(out, axis=-1, keepdims=True)
 
 
-def _masked_softmax_rows(scores: np.ndarray, allowed: np.ndarray, out: np.ndarray, fully_masked: str) -> None:
+def _masked_softmax_rows(scores: np.ndarray, allowed: np.ndarray, out: np.ndarray, fully_masked: FullyMasked) -> None:
     """Write the masked softmax of each row of ``scores`` (..., S) into ``out``; ``out`` may be ``scores``.
 
     ``allowed`` has the shape of ``scores`` (a broadcast view is fine). Rows with no allowed key

@@ -36,6 +36,19 @@ def test_tiled_causal_equals_dense_masked(n_q, n_k, align):
     np.testing.assert_allclose(tiled, dense, atol=1e-12)
 
 
+def test_tiled_logsumexp_is_the_dense_normaliser():
+    q, k, v = RNG.normal(size=(2, 9, 4)), RNG.normal(size=(2, 11, 4)), RNG.normal(size=(2, 11, 3))
+    mask = L.causal_mask(9, 11, align="top-left")
+    scores = L.scaled_dot_product_attention(q, k, v, mask=mask).scores  # (2, 9, 11)
+    expected = np.log(np.sum(np.where(mask, np.exp(scores), 0.0), axis=-1))  # (2, 9)
+    tiled = L.tiled_attention(q, k, v, block_size=4, causal=True, align="top-left")
+    np.testing.assert_allclose(tiled.logsumexp, expected, atol=1e-12)
+    # bottom-right with more queries than keys: queries 0 and 1 sit before key 0 and see nothing
+    short = L.tiled_attention(q[:, :5], k[:, :3], v[:, :3], block_size=2, causal=True, align="bottom-right")
+    assert np.all(np.isneginf(short.logsumexp[:, :2])) and np.all(np.isfinite(short.logsumexp[:, 2:]))
+    np.testing.assert_array_equal(short.output[:, :2], 0.0)
+
+
 def test_tiled_float32_stays_float32_and_close():
     q, k, v = (RNG.normal(size=(64, 16)).astype(np.float32) for _ in range(3))
     out = L.tiled_attention(q, k, v, block_size=10).output

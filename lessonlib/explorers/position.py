@@ -36,6 +36,7 @@ from lessonlib.masks import causal_mask
 from lessonlib.plots import HeatmapPanel, PartialRedraw, new_figure, pin_layout
 from lessonlib.position import (
     LearnedPositions,
+    Pairing,
     alibi_bias,
     inverse_permutation,
     permute,
@@ -111,7 +112,7 @@ def self_attention(
     offset: int = 0,
     causal: bool = False,
     queries: np.ndarray | None = None,
-    pairing: str = "interleaved",
+    pairing: Pairing = "interleaved",
 ) -> LayerResult:
     """Self-attention of the tokens x (n, d_model) sitting at positions offset .. offset + n - 1.
 
