@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # measure this checkout's lessonlib, installed or not
 
 import lessonlib as L  # noqa: E402
+from lessonlib import fast  # noqa: E402
 
 D_HEAD = 64
 BLAS_ENVIRONMENT = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
@@ -123,7 +124,7 @@ def describe_machine(torch) -> dict[str, object]:
         "numpy": np.__version__,
         "numpy_blas": blas,
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "lessonlib_threads": L.get_num_threads(),
+        "lessonlib_threads": fast.get_num_threads(),
         "torch": None if torch is None else f"{torch.__version__} threads={torch.get_num_threads()}",
         "environment": {name: os.environ.get(name) for name in BLAS_ENVIRONMENT if name in os.environ},
         "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
@@ -235,7 +236,7 @@ def write_two_matrices(heads: int, n: int, dtype: np.dtype) -> Callable[[], obje
     """Fill two fresh (H, n, n) arrays, rows split over lessonlib's thread count: the write floor."""
     from concurrent.futures import ThreadPoolExecutor
 
-    threads = L.get_num_threads()
+    threads = fast.get_num_threads()
     pool = ThreadPoolExecutor(threads)
 
     def run() -> tuple[np.ndarray, np.ndarray]:
@@ -308,7 +309,7 @@ def measure_size(n: int, heads: int, dtype: np.dtype, args, torch, gflops: float
 def check_agreement(methods: list[Method], dtype: np.dtype) -> None:
     """Every method must give the first one's output (to 1e-4 in float32, 1e-10 in float64): a guard, not a test."""
     outputs = {
-        m.name: np.asarray(m.run().output if m.name == DENSE else m.run()) for m in methods if m.name != FLOOR
+        m.name: np.asarray(getattr(result := m.run(), "output", result)) for m in methods if m.name != FLOOR
     }
     reference = next(iter(outputs.values()))
     tolerance = 1e-4 if np.dtype(dtype) == np.float32 else 1e-10
@@ -489,7 +490,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch = import_torch(not args.no_torch)
-    L.set_num_threads(args.threads)
+    fast.set_num_threads(args.threads)
     if torch is not None and args.threads is not None:
         torch.set_num_threads(args.threads)
     report = Report(describe_machine(torch), {})

@@ -1,8 +1,12 @@
-"""lessonlib: the engine behind the course module "Attention, masks, and position"."""
+"""lessonlib: the engine behind the course module "Attention, masks, and position".
 
-from lessonlib._blocks import get_num_threads, set_num_threads
+Everything here is the reference: the formula in plain NumPy. The same attention made fast
+(threads, in-place buffers) lives in :mod:`lessonlib.fast` and is used only when called by name.
+"""
+
 from lessonlib.attention import (
     AttentionResult,
+    FullyMasked,
     MultiHeadParams,
     MultiHeadResult,
     attention_entropy,
@@ -17,6 +21,7 @@ from lessonlib.attention import (
 )
 from lessonlib.cost import (
     Measurement,
+    TiledResult,
     dtype_bytes,
     loglog_slope,
     measure,
@@ -26,14 +31,17 @@ from lessonlib.cost import (
 from lessonlib.masks import (
     MASK_CONVENTIONS,
     PRECISION_FACTS,
+    Align,
     MaskConvention,
     causal_mask,
     combine_masks,
+    key_offsets,
     padding_mask,
     sliding_window_mask,
 )
 from lessonlib.position import (
     LearnedPositions,
+    Pairing,
     alibi_bias,
     alibi_slopes,
     inverse_permutation,
@@ -46,11 +54,11 @@ from lessonlib.position import (
 from lessonlib.probe import MaskSemantics, probe_mask_semantics
 
 __all__ = [
-    "MASK_CONVENTIONS", "PRECISION_FACTS", "AttentionResult", "LearnedPositions", "MaskConvention",
-    "MaskSemantics", "Measurement", "MultiHeadParams", "MultiHeadResult", "probe_mask_semantics",
-    "get_num_threads", "set_num_threads",
+    "MASK_CONVENTIONS", "PRECISION_FACTS", "Align", "AttentionResult", "FullyMasked", "Pairing",
+    "LearnedPositions", "MaskConvention",
+    "MaskSemantics", "Measurement", "MultiHeadParams", "MultiHeadResult", "TiledResult",
     "alibi_bias", "alibi_slopes", "attention_entropy", "attention_scores", "causal_mask", "combine_masks",
-    "dtype_bytes",
+    "dtype_bytes", "key_offsets", "probe_mask_semantics",
     "init_multi_head", "inverse_permutation", "loglog_slope", "masked_softmax", "measure",
     "merge_heads", "multi_head_attention", "padding_mask", "permute", "relative_position_bias",
     "relative_position_bucket", "rope", "scaled_dot_product_attention", "score_matrix_bytes",

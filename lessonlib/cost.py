@@ -1,7 +1,7 @@
 """What dense attention costs, and an exact way to avoid the n x n score matrix.
 
 - :func:`score_matrix_bytes`: B * H * L * S * bytes per element of the dense score matrix;
-- :func:`tiled_attention`: the dense result, computed block by block with an online softmax;
+- :func:`tiled_attention`: the dense output, computed block by block with an online softmax;
 - :func:`measure` and :func:`loglog_slope`: median wall time, peak traced memory, growth rate.
 """
 
@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lessonlib._blocks import run_blocks, worth_blocking
-from lessonlib._checks import as_float_array, check_positive_int
-from lessonlib.masks import _query_offset
+from lessonlib._checks import as_float_array, check_positive_int, check_widths
+from lessonlib.masks import Align, query_start
 
 # numpy has no bfloat16; its size is what a learner compares against float16 and float32.
 _EXTRA_DTYPE_BYTES = {"bfloat16": 2}
@@ -46,6 +45,15 @@ def score_matrix_bytes(
     return batch * heads * n_queries * n_keys * dtype_bytes(dtype)
 
 
+@dataclass(frozen=True)
+class TiledResult:
+    """What tiled attention computed. ``output`` is the dense :class:`AttentionResult`'s output;
+    no (L, S) array exists, so there are no weights or scores, only each row's normaliser."""
+
+    output: np.ndarray  # (..., L, d_v)
+    logsumexp: np.ndarray  # (..., L): log sum_j exp(score_ij) over allowed keys; -inf if none
+
+
 def tiled_attention(
     query: np.ndarray,
     key: np.ndarray,
@@ -53,100 +61,69 @@ def tiled_attention(
     *,
     block_size: int = 256,
     causal: bool = False,
-    align: str | None = None,
+    align: Align | None = None,
     scale: float | None = None,
-) -> np.ndarray:
+) -> TiledResult:
     """Exact softmax attention computed in (block x block) tiles with an online softmax.
 
     query (..., L, d_k), key (..., S, d_k), value (..., S, d_v) -> output (..., L, d_v).
     For each query block, key blocks are visited in order, keeping a running maximum m, a
-    running denominator l and an unnormalised output acc; when a new block raises the maximum,
-    l and acc are rescaled by exp(m_old - m_new). No (L, S) array is ever held. With ``causal``,
-    alignment works as in :func:`lessonlib.masks.causal_mask`; rows with no allowed key give zeros.
-    Query blocks run on several threads (:func:`lessonlib.set_num_threads`), each reusing its own
-    (block x block) buffer, so memory grows as L * d_v plus a constant per thread.
+    running denominator l and an unnormalised output acc. When a key block raises the maximum
+    to m', what was summed so far is rescaled by exp(m - m'):
+
+        l' = l * exp(m - m') + sum_j exp(s_j - m'),   acc' = acc * exp(m - m') + exp(s - m') @ v
+
+    and at the end output = acc / l, logsumexp = m + log l. No (L, S) array is ever held. With
+    ``causal``, ``align`` places the queries as in :func:`lessonlib.masks.causal_mask`; rows with
+    no allowed key give zeros.
     """
     block_size = check_positive_int(block_size, "block_size")
     query = as_float_array(query, "query")
     key = as_float_array(key, "key")
     value = as_float_array(value, "value")
-    d_k, n_q, n_k = key.shape[-1], query.shape[-2], key.shape[-2]
-    if query.shape[-1] != d_k:
-        raise ValueError(f"query width d_q={query.shape[-1]} does not match key width d_k={d_k}")
-    if value.shape[-2] != n_k:
-        raise ValueError(f"key has S={n_k} positions but value has shape {value.shape}")
-    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
-    start = _query_offset(n_q, n_k, align, "causal tiled attention") if causal else 0
-    dtype = np.result_type(query, key, value)
+    check_tiled_inputs(query, key, value)
+    n_q, n_k = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(key.shape[-1]) if scale is None else scale
+    first_query = query_start(n_q, n_k, align, "causal tiled attention") if causal else 0
     batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    query = np.broadcast_to(query, batch + query.shape[-2:])  # (..., L, d_k), a view
-    key = np.broadcast_to(key, batch + key.shape[-2:])  # (..., S, d_k)
-    value = np.broadcast_to(value, batch + value.shape[-2:])  # (..., S, d_v)
-    out = np.empty(batch + (n_q, value.shape[-1]), dtype=dtype)  # (..., L, d_v)
-    # Large matrices: one item per (batch index, query block), so threads share the work and each
-    # item's tiles stay in cache. Small ones: one item per query block across the whole batch.
-    indexes = list(np.ndindex(batch)) if worth_blocking(n_q, n_k, math.prod(batch)) else [()]
+    dtype = np.result_type(query, key, value)
+    output = np.empty(batch + (n_q, value.shape[-1]), dtype=dtype)  # (..., L, d_v)
+    logsumexp = np.empty(batch + (n_q,), dtype=dtype)  # (..., L)
+    for q0 in range(0, n_q, block_size):
+        q1 = min(q0 + block_size, n_q)
+        q_block = query[..., q0:q1, :] * scale  # (..., bq, d_k)
+        query_pos = np.arange(q0, q1) + first_query  # (bq,) positions of these queries
+        running_max = np.full(batch + (q1 - q0,), -np.inf, dtype=dtype)  # m (..., bq)
+        denom = np.zeros(batch + (q1 - q0,), dtype=dtype)  # l (..., bq)
+        acc = np.zeros(batch + (q1 - q0, value.shape[-1]), dtype=dtype)  # (..., bq, d_v)
+        for k0 in range(0, n_k, block_size):
+            k1 = min(k0 + block_size, n_k)
+            if causal and k0 > query_pos[-1]:
+                break  # this key block and all later ones are in every query's future
+            s = q_block @ np.swapaxes(key[..., k0:k1, :], -1, -2)  # (..., bq, bk)
+            if causal:
+                s = np.where(np.arange(k0, k1)[None, :] <= query_pos[:, None], s, -np.inf)  # (..., bq, bk)
+            new_max = np.maximum(running_max, np.max(s, axis=-1))  # m' (..., bq)
+            shift = np.where(np.isneginf(new_max), 0.0, new_max)  # a row with nothing allowed yet: 0
+            p = np.exp(s - shift[..., None])  # (..., bq, bk), unnormalised weights
+            rescale = np.exp(running_max - shift)  # exp(m - m') (..., bq); 0 while m = -inf
+            denom = denom * rescale + np.sum(p, axis=-1)  # (..., bq)
+            acc = acc * rescale[..., None] + p @ value[..., k0:k1, :]  # (..., bq, d_v)
+            running_max = new_max
+        seen = denom > 0  # (..., bq); False on a row with no allowed key
+        output[..., q0:q1, :] = acc / np.where(seen, denom, 1.0)[..., None]  # (..., bq, d_v)
+        logsumexp[..., q0:q1] = np.where(seen, running_max + np.log(np.where(seen, denom, 1.0)), -np.inf)
+    return TiledResult(output=output, logsumexp=logsumexp)
 
-    def attend(item: tuple[tuple[int, ...], int]) -> None:
-        index, q0 = item
-        rows = (*index, Ellipsis, slice(q0, min(q0 + block_size, n_q)), slice(None))
-        q_block = query[rows] * scale  # (..., bq, d_k)
-        _attend_query_block(
-            q_block, key[index], value[index], q0 + start if causal else None, block_size, out[rows]
-        )
 
-    run_blocks(attend, [(index, q0) for index in indexes for q0 in range(0, n_q, block_size)])
-    return out
-
-
-def _attend_query_block(
-    q_block: np.ndarray,
-    key: np.ndarray,
-    value: np.ndarray,
-    first_pos: int | None,
-    block_size: int,
-    out: np.ndarray,
-) -> None:
-    """Online softmax of one scaled query block over all key blocks, written into ``out``.
-
-    q_block (..., bq, d_k), key (..., S, d_k), value (..., S, d_v), out (..., bq, d_v);
-    ``first_pos`` is the block's first query position for the causal rule (None = no mask).
-    Every step writes into buffers made once here, so the loop allocates nothing of size bq x bk.
-    """
-    n_rows, n_keys, dtype = q_block.shape[-2], key.shape[-2], np.result_type(q_block, key, value)
-    shape = np.broadcast_shapes(q_block.shape[:-2], key.shape[:-2]) + (n_rows,)
-    running_max = np.full(shape, -np.inf, dtype=dtype)  # (..., bq)
-    new_max, rescale, row_sum = (np.empty_like(running_max) for _ in range(3))  # (..., bq)
-    denom = np.zeros(shape, dtype=dtype)  # (..., bq)
-    acc = np.zeros(shape + (value.shape[-1],), dtype=dtype)  # (..., bq, d_v)
-    tile = np.empty(shape + (min(block_size, n_keys),), dtype=dtype)  # (..., bq, bk)
-    block_out = np.empty_like(acc)  # (..., bq, d_v)
-    key_t = np.swapaxes(key, -1, -2)  # (..., d_k, S), a view
-    for k0 in range(0, n_keys, block_size):
-        k1 = min(k0 + block_size, n_keys)
-        if first_pos is not None and k0 > first_pos + n_rows - 1:
-            break  # this block and all later ones are in every query's future
-        s = tile[..., : k1 - k0]  # (..., bq, bk); the last key block may be narrower
-        np.matmul(q_block, key_t[..., k0:k1], out=s)
-        if first_pos is not None and k1 - 1 > first_pos:  # the block crosses the diagonal
-            allowed = (np.arange(n_rows)[:, None] + first_pos) >= np.arange(k0, k1)[None, :]  # (bq, bk)
-            np.copyto(s, -np.inf, where=~allowed)
-        np.max(s, axis=-1, out=new_max)
-        np.maximum(running_max, new_max, out=new_max)  # (..., bq)
-        shift = new_max
-        if first_pos is not None:  # a row with nothing allowed yet keeps -inf: shift it by 0
-            shift = np.where(np.isneginf(new_max), 0.0, new_max)
-        np.subtract(running_max, shift, out=rescale)
-        np.exp(rescale, out=rescale)  # (..., bq); 0 where the old max was -inf
-        s -= shift[..., None]
-        np.exp(s, out=s)  # now unnormalised probabilities p
-        denom *= rescale
-        denom += np.sum(s, axis=-1, out=row_sum)
-        acc *= rescale[..., None]
-        acc += np.matmul(s, value[..., k0:k1, :], out=block_out)  # (..., bq, d_v)
-        running_max, new_max = new_max, running_max
-    np.divide(acc, denom[..., None], out=acc, where=denom[..., None] > 0)
-    out[...] = acc
+def check_tiled_inputs(query: np.ndarray, key: np.ndarray, value: np.ndarray) -> None:
+    """Refuse tiled-attention inputs whose widths or key/value lengths disagree, or that lack a sequence axis."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if x.ndim < 2:
+            raise ValueError(f"{name} must have shape (..., n, d), got {x.shape}")
+    check_widths(query, key)
+    if value.shape[-2] != key.shape[-2]:
+        raise ValueError(f"key has S={key.shape[-2]} positions but value has shape {value.shape}")
 
 
 @dataclass(frozen=True)

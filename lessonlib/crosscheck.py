@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lessonlib.attention import scaled_dot_product_attention
+from lessonlib.attention import FullyMasked, scaled_dot_product_attention
 from lessonlib.masks import MaskConvention, causal_mask
 from lessonlib.probe import AttentionFn
 
@@ -25,7 +25,7 @@ def installed_version(distribution: str) -> str:
     return f"{distribution} {importlib.metadata.version(distribution)}"
 
 
-def lessonlib_attention(*, fully_masked: str = "zeros") -> AttentionFn:
+def lessonlib_attention(*, fully_masked: FullyMasked = "zeros") -> AttentionFn:
     """lessonlib's scaled_dot_product_attention; ``causal`` uses causal_mask(L, S) with no align."""
 
     def attend(query, key, value, *, mask=None, causal=False):

@@ -2,17 +2,23 @@
 
 Shapes: a structural mask (causal, window) is (L, S); a padding mask is (B, S) and must
 broadcast over queries, so :func:`combine_masks` places it as (B, 1, S) or (B, 1, 1, S).
+Offsets are always key position - query position (as in lessonlib.position): negative means
+the key is in the query's past, so causal keeps offset <= 0.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
 from lessonlib._checks import as_allowed_mask, check_positive_int
 
-ALIGNMENTS = ("top-left", "bottom-right")
+# Where a block of L queries sits among S keys when L != S: query 0 at key position 0
+# ("top-left", torch is_causal and JAX) or the queries as the last L positions ("bottom-right").
+Align = Literal["top-left", "bottom-right"]
+ALIGNMENTS: tuple[str, ...] = get_args(Align)
 
 
 def padding_mask(lengths: np.ndarray | list[int], max_length: int) -> np.ndarray:
@@ -26,8 +32,12 @@ def padding_mask(lengths: np.ndarray | list[int], max_length: int) -> np.ndarray
     return np.arange(max_length)[None, :] < lengths[:, None]  # (B, max_length)
 
 
-def _query_offset(n_queries: int, n_keys: int, align: str | None, what: str) -> int:
-    """Position of query 0 among the keys: 0 for top-left, S - L for bottom-right."""
+def query_start(n_queries: int, n_keys: int, align: Align | None, what: str = "mask") -> int:
+    """Position among the keys of query 0: 0 for "top-left", S - L for "bottom-right".
+
+    Equal lengths need no ``align`` (both give 0); different lengths refuse a missing one,
+    naming ``what`` the placement is for.
+    """
     if align is not None and align not in ALIGNMENTS:
         raise ValueError(f"align must be one of {ALIGNMENTS}, got {align!r}")
     if n_queries == n_keys:
@@ -41,22 +51,26 @@ def _query_offset(n_queries: int, n_keys: int, align: str | None, what: str) -> 
     return 0 if align == "top-left" else n_keys - n_queries
 
 
-def _offsets(n_queries: int, n_keys: int | None, align: str | None, what: str) -> np.ndarray:
-    """(L, S) array of query position minus key position."""
+def key_offsets(
+    n_queries: int, n_keys: int | None = None, *, align: Align | None = None, what: str = "mask"
+) -> np.ndarray:
+    """(L, S) integer offsets: key position - query position (negative = the key is in the past).
+
+    Query i sits at position i + :func:`query_start` (n_queries, n_keys, align); key j at j.
+    """
     n_queries = check_positive_int(n_queries, "n_queries")
     n_keys = n_queries if n_keys is None else check_positive_int(n_keys, "n_keys")
-    start = _query_offset(n_queries, n_keys, align, what)
-    query_pos = np.arange(n_queries) + start  # (L,)
-    return query_pos[:, None] - np.arange(n_keys)[None, :]  # (L, S)
+    query_pos = np.arange(n_queries) + query_start(n_queries, n_keys, align, what)  # (L,)
+    return np.arange(n_keys)[None, :] - query_pos[:, None]  # (L, S)
 
 
-def causal_mask(n_queries: int, n_keys: int | None = None, *, align: str | None = None) -> np.ndarray:
-    """(L, S) boolean, True where the key is not in the query's future (key pos <= query pos).
+def causal_mask(n_queries: int, n_keys: int | None = None, *, align: Align | None = None) -> np.ndarray:
+    """(L, S) boolean, True where the key is not in the query's future: offset = k - q <= 0.
 
     Square when ``n_keys`` is omitted or equal. When the lengths differ, ``align`` must be
     "top-left" (query i sees keys 0..i) or "bottom-right" (query i sees keys 0..i + S - L).
     """
-    return _offsets(n_queries, n_keys, align, "causal mask") >= 0
+    return key_offsets(n_queries, n_keys, align=align, what="causal mask") <= 0
 
 
 def sliding_window_mask(
@@ -65,17 +79,17 @@ def sliding_window_mask(
     *,
     window: int,
     causal: bool = True,
-    align: str | None = None,
+    align: Align | None = None,
 ) -> np.ndarray:
     """(L, S) boolean: keys at distance below ``window`` from the query position.
 
-    Causal: 0 <= q - k < window (the query itself and the window - 1 keys before it).
-    Not causal: |q - k| < window. Alignment as in :func:`causal_mask`.
+    With offset = k - q: causal allows -window < offset <= 0 (the query itself and the
+    window - 1 keys before it); not causal allows |offset| < window. Alignment as in :func:`causal_mask`.
     """
     window = check_positive_int(window, "window")
-    offset = _offsets(n_queries, n_keys, align, "sliding-window mask")  # (L, S)
+    offset = key_offsets(n_queries, n_keys, align=align, what="sliding-window mask")  # (L, S)
     if causal:
-        return (offset >= 0) & (offset < window)
+        return (offset <= 0) & (offset > -window)
     return np.abs(offset) < window
 
 

@@ -3,17 +3,24 @@
 - sinusoidal and learned embeddings are added to the token representation;
 - ALiBi and T5-style relative biases are added to the scores;
 - RoPE rotates queries and keys, so their dot product sees only the offset.
+
+An offset is always key position - query position (as in lessonlib.masks): negative means the
+key comes before the query.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Literal, get_args
 
 import numpy as np
 
 from lessonlib._checks import as_float_array, check_positive_int
+from lessonlib.masks import Align, key_offsets
 
-PAIRINGS = ("interleaved", "half")
+# Which coordinates RoPE rotates together: (2i, 2i+1) or (i, i + d/2).
+Pairing = Literal["interleaved", "half"]
+PAIRINGS: tuple[str, ...] = get_args(Pairing)
 
 
 def sinusoidal_positions(n_positions: int, d_model: int, *, base: float = 10000.0) -> np.ndarray:
@@ -64,7 +71,7 @@ def _rope_angles(positions: np.ndarray, d: int, base: float) -> np.ndarray:
 
 
 def rope(
-    x: np.ndarray, positions: np.ndarray | list[int], *, base: float = 10000.0, pairing: str = "interleaved"
+    x: np.ndarray, positions: np.ndarray | list[int], *, base: float = 10000.0, pairing: Pairing = "interleaved"
 ) -> np.ndarray:
     """Rotary position embedding of queries or keys.
 
@@ -72,7 +79,7 @@ def rope(
     rotated by angle pos * base^(-2i/d): pairs (2i, 2i+1) with ``pairing="interleaved"`` (RoFormer,
     Meta's reference LLaMA code), (i, i + d/2) with ``pairing="half"`` (GPT-NeoX, the Hugging Face
     LLaMA port). Then
-    rope(q, m) . rope(k, n) depends on m - n only.
+    rope(q, m) . rope(k, n) depends only on the offset n - m (key position - query position).
     """
     if pairing not in PAIRINGS:
         raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
@@ -122,23 +129,22 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
     return np.array(slopes)
 
 
-def alibi_bias(n_queries: int, n_keys: int, n_heads: int, *, query_offset: int = 0) -> np.ndarray:
-    """(H, L, S) ALiBi bias -m_h * |q - k|, q = i + query_offset the query's position.
+def alibi_bias(n_queries: int, n_keys: int, n_heads: int, *, align: Align | None = None) -> np.ndarray:
+    """(H, L, S) ALiBi bias -m_h * |k - q|, the distance between key and query positions.
 
-    On the keys a causal query may see (k <= q) this is -m_h * (q - k), which gives the same
-    softmax as +m_h * k (a per-row constant cancels). ``query_offset`` = S - L places a query
+    On the keys a causal query may see (offset k - q <= 0) this is m_h * (k - q), which gives the
+    same softmax as +m_h * k (a per-row constant cancels). When L != S, ``align`` places the
+    queries among the keys as in :func:`lessonlib.masks.causal_mask`: "bottom-right" puts a query
     block at the end of the keys, as when decoding with a cache.
     """
-    n_queries = check_positive_int(n_queries, "n_queries")
-    n_keys = check_positive_int(n_keys, "n_keys")
-    distance = np.abs(np.arange(n_queries)[:, None] + query_offset - np.arange(n_keys)[None, :])  # (L, S)
-    return -alibi_slopes(n_heads)[:, None, None] * distance[None, :, :]  # (H, L, S)
+    offsets = key_offsets(n_queries, n_keys, align=align, what="ALiBi bias")  # (L, S), k - q
+    return -alibi_slopes(n_heads)[:, None, None] * np.abs(offsets)[None, :, :]  # (H, L, S)
 
 
 def relative_position_bucket(
     relative_position: np.ndarray, *, bidirectional: bool = True, n_buckets: int = 32, max_distance: int = 128
 ) -> np.ndarray:
-    """T5-style bucket of each key-minus-query offset.
+    """T5-style bucket of each offset = key position - query position (negative: the key is earlier).
 
     Half the buckets (per direction when ``bidirectional``) hold exact small distances; the rest
     cover distances up to ``max_distance`` on a log scale; farther offsets share the last bucket.
@@ -174,17 +180,17 @@ def relative_position_bias(
     *,
     bidirectional: bool = True,
     max_distance: int = 128,
+    align: Align | None = None,
 ) -> np.ndarray:
-    """(H, L, S) bias added to scores, looked up by the bucket of key position - query position.
+    """(H, L, S) bias added to scores, looked up by the bucket of offset = key position - query position.
 
-    bucket_bias (n_buckets, H): one learned number per bucket and head.
+    bucket_bias (n_buckets, H): one learned number per bucket and head. When L != S, ``align``
+    places the queries among the keys as in :func:`lessonlib.masks.causal_mask`.
     """
     bucket_bias = as_float_array(bucket_bias, "bucket_bias")
     if bucket_bias.ndim != 2:
         raise ValueError(f"bucket_bias must be (n_buckets, n_heads), got shape {bucket_bias.shape}")
-    n_queries = check_positive_int(n_queries, "n_queries")
-    n_keys = check_positive_int(n_keys, "n_keys")
-    offsets = np.arange(n_keys)[None, :] - np.arange(n_queries)[:, None]  # (L, S) key - query
+    offsets = key_offsets(n_queries, n_keys, align=align, what="relative position bias")  # (L, S), k - q
     buckets = relative_position_bucket(
         offsets, bidirectional=bidirectional, n_buckets=bucket_bias.shape[0], max_distance=max_distance
     )  # (L, S)

@@ -180,6 +180,7 @@ class TestMultiHead:
             expected = L.scaled_dot_product_attention(q[:, cols], k[:, cols], v[:, cols])
             np.testing.assert_allclose(r.head_outputs[h], expected.output, atol=1e-12)
             np.testing.assert_allclose(r.weights[h], expected.weights, atol=1e-12)
+            np.testing.assert_allclose(r.scores[h], expected.scores, atol=1e-12)
         concat = np.concatenate(list(r.head_outputs), axis=-1)  # (5, 8)
         np.testing.assert_allclose(r.output, concat @ params.w_o, atol=1e-12)
 

@@ -23,7 +23,7 @@ def test_score_matrix_bytes():
 def test_tiled_equals_dense(block_size):
     q, k, v = RNG.normal(size=(2, 37, 8)), RNG.normal(size=(2, 45, 8)), RNG.normal(size=(2, 45, 5))
     dense = L.scaled_dot_product_attention(q, k, v).output
-    np.testing.assert_allclose(L.tiled_attention(q, k, v, block_size=block_size), dense, atol=1e-12)
+    np.testing.assert_allclose(L.tiled_attention(q, k, v, block_size=block_size).output, dense, atol=1e-12)
 
 
 @pytest.mark.parametrize("n_q, n_k", [(20, 20), (12, 30), (30, 12)])
@@ -32,13 +32,26 @@ def test_tiled_causal_equals_dense_masked(n_q, n_k, align):
     q, k, v = RNG.normal(size=(n_q, 4)), RNG.normal(size=(n_k, 4)), RNG.normal(size=(n_k, 3))
     mask = L.causal_mask(n_q, n_k, align=align)
     dense = L.scaled_dot_product_attention(q, k, v, mask=mask).output  # zeros for rows with no key
-    tiled = L.tiled_attention(q, k, v, block_size=7, causal=True, align=align)
+    tiled = L.tiled_attention(q, k, v, block_size=7, causal=True, align=align).output
     np.testing.assert_allclose(tiled, dense, atol=1e-12)
+
+
+def test_tiled_logsumexp_is_the_dense_normaliser():
+    q, k, v = RNG.normal(size=(2, 9, 4)), RNG.normal(size=(2, 11, 4)), RNG.normal(size=(2, 11, 3))
+    mask = L.causal_mask(9, 11, align="top-left")
+    scores = L.scaled_dot_product_attention(q, k, v, mask=mask).scores  # (2, 9, 11)
+    expected = np.log(np.sum(np.where(mask, np.exp(scores), 0.0), axis=-1))  # (2, 9)
+    tiled = L.tiled_attention(q, k, v, block_size=4, causal=True, align="top-left")
+    np.testing.assert_allclose(tiled.logsumexp, expected, atol=1e-12)
+    # bottom-right with more queries than keys: queries 0 and 1 sit before key 0 and see nothing
+    short = L.tiled_attention(q[:, :5], k[:, :3], v[:, :3], block_size=2, causal=True, align="bottom-right")
+    assert np.all(np.isneginf(short.logsumexp[:, :2])) and np.all(np.isfinite(short.logsumexp[:, 2:]))
+    np.testing.assert_array_equal(short.output[:, :2], 0.0)
 
 
 def test_tiled_float32_stays_float32_and_close():
     q, k, v = (RNG.normal(size=(64, 16)).astype(np.float32) for _ in range(3))
-    out = L.tiled_attention(q, k, v, block_size=10)
+    out = L.tiled_attention(q, k, v, block_size=10).output
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, L.scaled_dot_product_attention(q, k, v).output, atol=1e-6)
 

@@ -36,11 +36,22 @@ def test_causal_alignments_for_unequal_lengths():
     np.testing.assert_array_equal(bottom_right, np.tril(np.ones((2, 4), bool), k=2))
 
 
+def test_offsets_are_key_minus_query_and_causal_keeps_the_past():
+    offsets = L.key_offsets(2, 4, align="bottom-right")  # queries at positions 2 and 3
+    assert offsets.tolist() == [[-2, -1, 0, 1], [-3, -2, -1, 0]]
+    np.testing.assert_array_equal(L.causal_mask(2, 4, align="bottom-right"), offsets <= 0)
+    np.testing.assert_array_equal(L.key_offsets(3), np.arange(3)[None, :] - np.arange(3)[:, None])
+    window = L.sliding_window_mask(4, window=2)
+    np.testing.assert_array_equal(window, (L.key_offsets(4) <= 0) & (L.key_offsets(4) > -2))
+
+
 def test_causal_mask_for_unequal_lengths_needs_alignment():
     with pytest.raises(ValueError, match="2 queries and 4 keys needs an explicit align"):
         L.causal_mask(2, 4)
     with pytest.raises(ValueError, match="align must be one of"):
         L.causal_mask(2, 4, align="left")
+    with pytest.raises(ValueError, match="sliding-window mask for 2 queries and 4 keys needs an explicit align"):
+        L.sliding_window_mask(2, 4, window=2)
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.0, True])

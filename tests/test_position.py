@@ -101,7 +101,11 @@ def test_alibi_bias_and_its_causal_softmax_equivalence():
     a = L.masked_softmax(scores + bias[0], causal)
     b = L.masked_softmax(scores + slope * np.arange(4)[None, :], causal)  # +m*j
     np.testing.assert_allclose(a, b, atol=1e-12)
-    assert L.alibi_bias(2, 4, 1, query_offset=2)[0, 1, 3] == 0.0
+    assert L.alibi_bias(2, 4, 1, align="bottom-right")[0, 1, 3] == 0.0  # query 1 sits at key 3
+    top_left = L.alibi_bias(2, 4, 1, align="top-left")[0]  # (L, S)
+    np.testing.assert_array_equal(top_left, -2.0**-8 * np.abs(L.key_offsets(2, 4, align="top-left")))
+    with pytest.raises(ValueError, match="ALiBi bias for 2 queries and 4 keys needs an explicit align"):
+        L.alibi_bias(2, 4, 1)
 
 
 def test_relative_buckets_t5_layout():

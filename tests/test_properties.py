@@ -79,7 +79,7 @@ def test_tiled_equals_dense(data, block, causal, align):
     mask = L.causal_mask(q.shape[0], k.shape[0], align=align) if causal else None
     dense = L.scaled_dot_product_attention(q, k, v, mask=mask).output
     tiled = L.tiled_attention(q, k, v, block_size=block, causal=causal, align=align)
-    np.testing.assert_allclose(tiled, dense, atol=1e-10)
+    np.testing.assert_allclose(tiled.output, dense, atol=1e-10)
 
 
 @given(data=qkv(), position=st.integers(0, 8), new=arrays(np.float64, (2, 6), elements=finite))

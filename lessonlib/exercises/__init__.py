@@ -27,6 +27,7 @@ from lessonlib.exercises.results import (
     CheckResult,
     Diagnosis,
     FailedCase,
+    Status,
 )
 from lessonlib.exercises.runner import Outcome, Value, describe_value, run_case
 from lessonlib.exercises.sections import SECTIONS, Section
@@ -35,6 +36,6 @@ from lessonlib.exercises.spec import Case, DiagnosisSpec, Exercise
 __all__ = [
     "EXERCISES", "ERROR", "FAILED", "MANUAL_QUESTIONS", "NOT_ATTEMPTED", "PASSED", "SECTIONS",
     "Case", "CheckResult", "Diagnosis", "DiagnosisSpec", "Exercise", "FailedCase", "ManualQuestion",
-    "Outcome", "Section", "Value", "all_diagnoses", "check", "describe_value", "get_exercise",
+    "Outcome", "Section", "Status", "Value", "all_diagnoses", "check", "describe_value", "get_exercise",
     "hidden_cases", "judge", "public_cases", "run_case", "run_cases",
 ]

@@ -7,13 +7,38 @@ from __future__ import annotations
 
 import html
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
-# Status of a checked exercise.
-PASSED = "passed"
-FAILED = "failed"
-NOT_ATTEMPTED = "not_attempted"
-ERROR = "error"  # the check itself could not run (unknown exercise name, mismatched inputs)
+
+class Status(StrEnum):
+    """Every status an exercise can end with, in a check or in the grader (one list for both).
+
+    Members are strings ("passed" == Status.PASSED), so stored gradebooks read back unchanged.
+    A check gives the first four; the grader adds the ones about submissions and running code.
+    """
+
+    PASSED = "passed"
+    FAILED = "failed"  # some cases wrong
+    NOT_ATTEMPTED = "not_attempted"  # the stub is still there (or no written answer yet)
+    ERROR = "error"  # the check itself could not run (unknown exercise name, mismatched inputs)
+    NEEDS_MANUAL = "needs_manual_grading"  # a written answer, for a person to grade
+    NOT_SUBMITTED = "not_submitted"  # no such notebook handed in
+    MALFORMED = "malformed"  # the notebook file could not be read as a notebook
+    MISSING_ANSWER = "missing_answer"  # the answer cell was deleted, or no longer defines the function
+    CELL_ERROR = "cell_error"  # the answer cell does not parse, or raised before defining it
+    TIMEOUT = "timeout"  # past the CPU-time or wall-clock allowance
+    MEMORY = "memory"  # out of memory (the address-space limit)
+    PROCESS_LIMIT = "process_limit"  # tried to start more processes than allowed
+    EXITED = "exited"  # called sys.exit() or os._exit()
+    CRASHED = "crashed"  # the process running the answer died or sent garbage
+    TOO_LARGE = "result_too_large"  # returned far more data than the grader accepts
+    USES_LESSONLIB = "uses_lessonlib"  # calls lessonlib's implementation instead of its own
+    STOPPED_GRADER = "stopped_grader"  # stopped the grading process; not run again
+
+
+# The statuses a check gives, by the names the exercise modules use.
+PASSED, FAILED, NOT_ATTEMPTED, ERROR = Status.PASSED, Status.FAILED, Status.NOT_ATTEMPTED, Status.ERROR
 
 MAX_CASES_SHOWN = 3
 
@@ -56,7 +81,7 @@ class CheckResult:
     """The result of checking one exercise (returned by ``check`` and by ``judge``)."""
 
     exercise: str
-    status: str
+    status: Status
     points: float
     max_points: float
     passed_cases: int = 0
@@ -71,7 +96,7 @@ class CheckResult:
 
     @property
     def full_marks(self) -> bool:
-        return self.status == PASSED and self.points == self.max_points
+        return self.status == Status.PASSED and self.points == self.max_points
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON-ready) for a gradebook or feedback file."""
@@ -143,11 +168,11 @@ def headline(result: CheckResult) -> str:
     """The first line of a report."""
     name = result.exercise
     score = f"{_points(result.points)} / {_points(result.max_points)} points"
-    if result.status == PASSED:
+    if result.status == Status.PASSED:
         return f"{name}: passed, {score} ({_cases(result.total_cases)})"
-    if result.status == NOT_ATTEMPTED:
+    if result.status == Status.NOT_ATTEMPTED:
         return f"{name}: not attempted yet ({score})"
-    if result.status == ERROR:
+    if result.status == Status.ERROR:
         return f"{name}: the check could not run"
     return f"{name}: failed, {score} ({result.passed_cases} of {result.total_cases} cases passed)"
 
@@ -157,7 +182,7 @@ def render_text(result: CheckResult) -> str:
     lines = [headline(result)]
     if result.message:
         lines.append(result.message)
-    if result.status != FAILED:
+    if result.status != Status.FAILED:
         return "\n".join(lines)
     if result.diagnoses:
         lines += ["", "What the answer shows:"]
@@ -188,10 +213,10 @@ def _indent(text: str, width: int) -> str:
 
 
 _STATUS_STYLE = {
-    PASSED: ("#1a7f37", "passed"),
-    FAILED: ("#b35900", "failed"),
-    NOT_ATTEMPTED: ("#57606a", "not attempted yet"),
-    ERROR: ("#8250df", "could not run"),
+    Status.PASSED: ("#1a7f37", "passed"),
+    Status.FAILED: ("#b35900", "failed"),
+    Status.NOT_ATTEMPTED: ("#57606a", "not attempted yet"),
+    Status.ERROR: ("#8250df", "could not run"),
 }
 
 
@@ -200,9 +225,9 @@ def render_html(result: CheckResult) -> str:
     esc = html.escape
     colour, word = _STATUS_STYLE.get(result.status, ("#57606a", result.status))
     score = f"{_points(result.points)} / {_points(result.max_points)} points"
-    if result.status == FAILED:
+    if result.status == Status.FAILED:
         score += f" ({result.passed_cases} of {result.total_cases} cases passed)"
-    elif result.status == PASSED:
+    elif result.status == Status.PASSED:
         score += f" ({_cases(result.total_cases)})"
     parts = [
         f'<div class="lessonlib-check" style="border-left: 4px solid {colour}; padding: 0.3em 0.8em;">',
@@ -210,7 +235,7 @@ def render_html(result: CheckResult) -> str:
     ]
     if result.message:
         parts.append(f"<p>{esc(result.message)}</p>")
-    if result.status == FAILED:
+    if result.status == Status.FAILED:
         if result.diagnoses:
             parts.append("<p><strong>What the answer shows</strong></p><ul>")
             for d in result.diagnoses:

@@ -36,11 +36,11 @@ from lessonlib.masks import causal_mask
 from lessonlib.plots import HeatmapPanel, PartialRedraw, new_figure, pin_layout
 from lessonlib.position import (
     LearnedPositions,
+    Pairing,
     alibi_bias,
     inverse_permutation,
     permute,
     relative_position_bias,
-    relative_position_bucket,
     rope,
     sinusoidal_positions,
 )
@@ -112,7 +112,7 @@ def self_attention(
     offset: int = 0,
     causal: bool = False,
     queries: np.ndarray | None = None,
-    pairing: str = "interleaved",
+    pairing: Pairing = "interleaved",
 ) -> LayerResult:
     """Self-attention of the tokens x (n, d_model) sitting at positions offset .. offset + n - 1.
 
@@ -138,26 +138,16 @@ def self_attention(
         k = rope(k, positions, pairing=pairing)  # (H, n, d_head)
     scores = attention_scores(q, k)  # (H, n_q, n)
     if mechanism == "relative":  # b[bucket(key - query)]: the offset drops out
-        scores += _relative_bias_rows(rows, n, model)  # (H, n_q, n)
-    elif mechanism == "alibi":  # -m_h |query - key|, again offsets only
-        scores += np.concatenate([alibi_bias(1, n, p.n_heads, query_offset=int(r)) for r in rows], axis=1)
+        bias = relative_position_bias(n, n, model.bucket_bias, max_distance=model.max_distance)  # (H, n, n)
+        scores += bias[:, rows]  # (H, n_q, n)
+    elif mechanism == "alibi":  # -m_h |key - query|, again offsets only
+        scores += alibi_bias(n, n, p.n_heads)[:, rows]  # (H, n_q, n)
     if causal:
         weights = masked_softmax(scores, causal_mask(n)[rows])  # (H, n_q, n)
     else:
         weights = softmax(scores)  # (H, n_q, n)
     output = merge_heads(weights @ v) @ p.w_o  # (n_q, d_model)
     return LayerResult(output=output, weights=weights, scores=scores)
-
-
-def _relative_bias_rows(rows: np.ndarray, n_keys: int, model: PositionModel) -> np.ndarray:
-    """(H, n_q, S) T5 bias for the query rows ``rows`` only: the rows of relative_position_bias."""
-    if rows.size == n_keys and np.array_equal(rows, np.arange(n_keys)):
-        return relative_position_bias(n_keys, n_keys, model.bucket_bias, max_distance=model.max_distance)
-    offsets = np.arange(n_keys)[None, :] - rows[:, None]  # (n_q, S) key - query
-    buckets = relative_position_bucket(
-        offsets, n_buckets=model.bucket_bias.shape[0], max_distance=model.max_distance
-    )  # (n_q, S)
-    return np.moveaxis(model.bucket_bias[buckets], -1, 0)  # (H, n_q, S)
 
 
 def permutation_deviation(

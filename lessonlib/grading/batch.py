@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -342,7 +342,7 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bo
     grades.sort(key=lambda g: order.get(g.notebook, 99))  # stable: exercises keep their order
     return r.LearnerResult(
         learner=learner.name, key=learner.key, fingerprint=fingerprint, isolation=batch.isolation.level,
-        graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), exercises=grades,
+        graded_at=datetime.now(UTC).isoformat(timespec="seconds"), exercises=grades,
         notes=list(learner.notes), files={k: v.name for k, v in learner.files.items()},
         seconds=round(time.perf_counter() - start, 3),
     )
@@ -384,7 +384,7 @@ def _grader_failed(batch: _Batch, learner: Learner, fingerprint: str, exc: Excep
     grades = [r.ExerciseGrade(e.notebook, e.name, 0.0, e.points, r.ERROR, reason[:300], reason)
               for e in EXERCISES.values()]
     return r.LearnerResult(learner.name, learner.key, "", batch.isolation.level if batch.isolation else "?",
-                           datetime.now(timezone.utc).isoformat(timespec="seconds"), grades, list(learner.notes))
+                           datetime.now(UTC).isoformat(timespec="seconds"), grades, list(learner.notes))
 
 
 def _grade_and_save(batch: _Batch, learner: Learner, fingerprint: str, solo: bool = False) -> r.LearnerResult:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +140,7 @@ def feedback_markdown(result: r.LearnerResult) -> str:
 def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits, workers: int) -> dict:
     return {
         "tool": "lessonlib grade",
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "isolation": isolation.to_dict(),
         "limits": {"cpu_seconds": limits.cpu_seconds, "wall_seconds": limits.wall_seconds,
                    "memory_mb": limits.memory_mb, "processes": limits.processes, "file_mb": limits.file_mb,

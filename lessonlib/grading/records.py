@@ -27,23 +27,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-PASSED = "passed"
-FAILED = "failed"
-NOT_ATTEMPTED = "not_attempted"
-NEEDS_MANUAL = "needs_manual_grading"
-NOT_SUBMITTED = "not_submitted"
-MALFORMED = "malformed"
-MISSING_ANSWER = "missing_answer"
-CELL_ERROR = "cell_error"
-TIMEOUT = "timeout"
-MEMORY = "memory"
-PROCESS_LIMIT = "process_limit"
-EXITED = "exited"
-CRASHED = "crashed"
-TOO_LARGE = "result_too_large"
-USES_LESSONLIB = "uses_lessonlib"
-STOPPED_GRADER = "stopped_grader"
-ERROR = "error"
+from lessonlib.exercises.results import Status
+
+# The statuses by the short names the grading modules use; Status is their one definition.
+PASSED, FAILED, NOT_ATTEMPTED, NEEDS_MANUAL = Status.PASSED, Status.FAILED, Status.NOT_ATTEMPTED, Status.NEEDS_MANUAL
+NOT_SUBMITTED, MALFORMED, MISSING_ANSWER = Status.NOT_SUBMITTED, Status.MALFORMED, Status.MISSING_ANSWER
+CELL_ERROR, TIMEOUT, MEMORY, PROCESS_LIMIT = Status.CELL_ERROR, Status.TIMEOUT, Status.MEMORY, Status.PROCESS_LIMIT
+EXITED, CRASHED, TOO_LARGE, USES_LESSONLIB = Status.EXITED, Status.CRASHED, Status.TOO_LARGE, Status.USES_LESSONLIB
+STOPPED_GRADER, ERROR = Status.STOPPED_GRADER, Status.ERROR
 
 STATUS_WORDS = {
     PASSED: "passed", FAILED: "failed", NOT_ATTEMPTED: "not attempted",

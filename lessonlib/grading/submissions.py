@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, ManualQuestion
+from lessonlib.exercises.results import Status
 
 MAX_NOTEBOOK_BYTES = 32 * 2**20
 MAX_CELL_CHARS = 2**20
@@ -36,10 +37,9 @@ DRAWING_MODULES = frozenset({
 })
 
 # Statuses decided before any code runs.
-NOT_SUBMITTED = "not_submitted"
-MALFORMED = "malformed"
-MISSING_ANSWER = "missing_answer"
-CELL_ERROR = "cell_error"
+NOT_SUBMITTED, MALFORMED, MISSING_ANSWER, CELL_ERROR = (
+    Status.NOT_SUBMITTED, Status.MALFORMED, Status.MISSING_ANSWER, Status.CELL_ERROR
+)
 
 
 # --- the course's notebooks --------------------------------------------------------------------

@@ -123,7 +123,7 @@ def test_tiled_attention_matches_torch(torch, case, block_size, causal):
     from torch.nn.attention.bias import causal_lower_right
 
     _, query, key, value = _arrays(case)
-    ours = L.tiled_attention(query, key, value, block_size=block_size, causal=causal is not None, align=causal)
+    ours = L.tiled_attention(query, key, value, block_size=block_size, causal=causal is not None, align=causal).output
     if causal is None:
         theirs = _torch_sdpa(torch, query, key, value)
     elif causal == "top-left":
