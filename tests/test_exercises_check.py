@@ -37,6 +37,7 @@ from lessonlib.exercises import (
     run_case,
     run_cases,
 )
+from lessonlib.exercises.runner import build_probe, is_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -236,9 +237,11 @@ def test_case_inputs_are_plain_data():
     for name in EXERCISES:
         for case in public_cases(name) + hidden_cases(name, 3):
             for arg in case.args:
-                assert isinstance(arg, (np.ndarray, int, float)) and not isinstance(arg, bool), (name, case.id)
+                assert isinstance(arg, (np.ndarray, int, float, str)) and not isinstance(arg, bool), (name, case.id)
                 if isinstance(arg, np.ndarray):
                     assert arg.dtype != object
+                if isinstance(arg, str):  # a function handed to the answer, described as data
+                    assert is_probe(arg) and callable(build_probe(arg)), (name, case.id)
 
 
 def _to_wire(outcome: Outcome) -> tuple[str, dict[str, bytes]]:
