@@ -322,6 +322,27 @@ def test_memory_requirement_counts_only_with_memory_cases():
     assert check(name, tiled_online, quiet=True).points == 3
 
 
+def _full_matrix_then_query_blocks(rows: int):
+    def answer(query, key, value, block_size):
+        scores = query @ np.swapaxes(key, -1, -2) / np.sqrt(query.shape[-1])  # (L, S) first, whole
+        out = np.empty(scores.shape[:-1] + (value.shape[-1],))
+        for q0 in range(0, scores.shape[-2], rows):  # then "tiled" over query blocks of its own size
+            block = scores[..., q0:q0 + rows, :]
+            w = np.exp(block - block.max(-1, keepdims=True))
+            out[..., q0:q0 + rows, :] = (w / w.sum(-1, keepdims=True)) @ value
+        return out
+
+    return answer
+
+
+@pytest.mark.parametrize("rows", [1, 16, 128, 4096])
+def test_a_full_matrix_is_caught_whatever_block_the_loop_uses(rows):
+    result = check("tiled_attention", _full_matrix_then_query_blocks(rows), quiet=True)
+    assert result.diagnosis_names == ["builds_full_score_matrix"]
+    assert [f.reason for f in result.failed_cases] == ["memory"]
+    assert result.points == pytest.approx(0.5 * result.max_points)
+
+
 # --- sections and the written question ----------------------------------------------------------
 
 

@@ -46,9 +46,10 @@ def check(name: str, answer: object, *, seed: int | None = None, quiet: bool = F
             if notes:
                 result.message = "\n".join(
                     [result.message] * bool(result.message)
-                    + ["Your instructor's grader would not run everything this answer uses, so it would grade it "
-                       "differently:"] + [f"- {note}" for note in notes]
-                    + ["Move what it needs into a definition of its own (see the top of this notebook)."])
+                    + ["Your instructor's grader would not run everything this answer uses, so its verdict may "
+                       "differ from this one:"] + [f"- {note}" for note in notes]
+                    + ["Rewrite the answer or its helpers without these (the top of this notebook says where "
+                       "helpers may live)."])
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # a broken check must read as a message, not a traceback
