@@ -212,13 +212,26 @@ def probe_fields(description: str) -> dict[str, Any]:
 
 
 def build_probe(description: str) -> Any:
-    """The function a probe description stands for."""
+    """The function a probe description stands for: a plain function, so that an answer has to
+    test it from the outside rather than read its mask or polarity off an attribute."""
     fields = probe_fields(description)
     kind = fields.pop("kind")
     if kind == "layer":
-        return ProbeLayer(**fields)
+        impl = ProbeLayer(**fields)
+
+        def layer(x: np.ndarray) -> np.ndarray:
+            """(length, d_model) -> (length, d_model)."""
+            return impl(x)
+
+        return layer
     if kind == "attention":
-        return ProbeAttention(**fields)
+        attend = ProbeAttention(**fields)
+
+        def attention_fn(query: Any, key: Any, value: Any, mask: Any) -> np.ndarray:
+            """query (L, d), key (S, d), value (S, d_v), boolean mask (L, S) -> output (L, d_v)."""
+            return attend(query, key, value, mask)
+
+        return attention_fn
     raise ValueError(f"unknown probe kind {kind!r}")
 
 
