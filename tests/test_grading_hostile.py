@@ -49,6 +49,8 @@ from grading_submissions import (
     writes_into,
 )
 
+from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
+
 TIMEOUT = 1.5  # CPU seconds per exercise; the clock allows 2 * 1.5 + 1 = 4 s
 FORCED = os.environ.get("LESSONLIB_TEST_ISOLATION")  # None: the strongest level that works
 # The kernel exempts root from the process limit: no fork bomb when forcing "limits" as root.
@@ -194,11 +196,14 @@ def assert_others_pass(batch: Batch, learner: str, *attacked: str) -> None:
             assert grade["points"] == grade["max_points"]
 
 
+ROWS_PER_LEARNER = len(EXERCISES) + len(MANUAL_QUESTIONS)
+
+
 def test_the_batch_finishes_with_every_learner_and_exercise(batch: Batch) -> None:
     assert batch.runs[-1] == 0
     n = 19 if BOMB_SAFE else 18
     assert len(batch.grades) == n
-    assert len(batch.csv_rows) == n * 10  # nine exercises and one written question each
+    assert len(batch.csv_rows) == n * ROWS_PER_LEARNER  # every exercise and written question, each
     assert {row["status"] for row in batch.csv_rows} >= {"passed", "not_attempted", "timeout", "exited"}
     assert sorted(p.name for p in (batch.out / "feedback").iterdir()) == sorted(f"{n}.md" for n in batch.grades)
 
@@ -210,7 +215,8 @@ def test_innocent_learners_lose_nothing(batch: Batch) -> None:
     assert alice["q2_attention_not_causal"]["status"] == "needs_manual_grading"
     assert all(g["status"] == "not_attempted" for g in batch.grades["bob"].values())
     summary = (batch.out / "summary.csv").read_text().splitlines()
-    assert summary[1].startswith("alice,17,17,100.0,2,9,9,,")
+    auto, manual = sum(e.points for e in EXERCISES.values()), sum(q.points for q in MANUAL_QUESTIONS.values())
+    assert summary[1].startswith(f"alice,{auto:g},{auto:g},100.0,{manual:g},{len(EXERCISES)},{len(EXERCISES)},,")
 
 
 def test_infinite_loop_is_stopped_by_the_cpu_limit(batch: Batch) -> None:
@@ -400,5 +406,5 @@ def test_killing_the_grading_process_then_rerunning_finishes_the_batch(tmp_path:
     assert grades["killer"]["causal_mask"]["status"] == "passed"
     assert all(g["status"] == "passed" for g in grades["ann"].values() if g["kind"] == "auto")
     assert all(grades["zoe"][e]["status"] == "passed" for e in MASKING)
-    assert len(rows) == 30
+    assert len(rows) == 3 * ROWS_PER_LEARNER
     assert not list((out / ".grading" / "work").iterdir())  # nothing left half done

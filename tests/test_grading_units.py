@@ -262,11 +262,12 @@ def test_gradebook_files(tmp_path: Path) -> None:
     assert tuple(rows[0]) == GRADES_COLUMNS
     assert rows[1]["points"] == "" and rows[1]["status"] == "needs_manual_grading"
     summary = (tmp_path / "summary.csv").read_text().splitlines()
-    assert summary[1].startswith("Zoë O'Neil,1,3,33.3,2,0,1,,namespaces")  # "failed" is not flagged
+    pending = result.exercises[1].max_points  # the written question's points, all pending
+    assert summary[1].startswith(f"Zoë O'Neil,1,3,33.3,{pending:g},0,1,,namespaces")  # "failed" is not flagged
     text = feedback_markdown(result)
     assert "SECRET" not in text and "hidden-2` (a hidden case)" in text
     assert "> Weights are not effects.\n>\n> Ablate a key." in text and "**Needs manual grading**" in text
-    assert json.loads((tmp_path / "grades.json").read_text())["learners"][0]["manual_pending"] == 2
+    assert json.loads((tmp_path / "grades.json").read_text())["learners"][0]["manual_pending"] == pending
     assert not list(tmp_path.glob(".*tmp"))
 
 
