@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from lessonlib.grading.sandbox import LEVELS
+
 
 def _exercise_dirs(args: argparse.Namespace) -> tuple[Path, Path]:
     root = Path(args.root)
@@ -139,8 +141,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
     grade.add_argument("--workers", type=int, default=2, metavar="N", help="learners graded at once (default 2)")
     grade.add_argument("--seed", type=int, default=None, metavar="S",
                        help="seed of the hidden cases (default: a random one, kept in DIR for resuming)")
-    grade.add_argument("--isolation", default="auto", choices=["auto", "namespaces", "nobody", "limits"],
-                       help="how learner code is isolated (default: the strongest that works here)")
+    grade.add_argument("--isolation", default="auto", choices=["auto", *LEVELS],
+                       help="bubblewrap: a sandbox (needs bwrap); limits: resource limits only, with a warning "
+                            "(default auto: bubblewrap where a trial sandbox works, else limits)")
     grade.add_argument("--quiet", action="store_true", help="no progress display")
     grade.set_defaults(func=_cmd_grade)
 
