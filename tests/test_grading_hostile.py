@@ -214,7 +214,7 @@ def test_innocent_learners_lose_nothing(batch: Batch) -> None:
     assert alice["q2_attention_not_causal"]["status"] == "needs_manual_grading"
     assert all(g["status"] == "not_attempted" for g in batch.grades["bob"].values())
     summary = (batch.out / "summary.csv").read_text().splitlines()
-    assert summary[1].startswith("alice,17,17,100.0,2,9,9,,")
+    assert summary[1].startswith("alice,17,19,89.5,2,9,9,,")
 
 
 def test_infinite_loop_is_stopped_by_the_cpu_limit(batch: Batch) -> None:

@@ -287,7 +287,7 @@ def test_gradebook_files(tmp_path: Path) -> None:
     assert tuple(rows[0]) == GRADES_COLUMNS
     assert rows[1]["points"] == "" and rows[1]["status"] == "needs_manual_grading"
     summary = (tmp_path / "summary.csv").read_text().splitlines()
-    assert summary[1].startswith("Zoë O'Neil,1,3,33.3,2,0,1,,bubblewrap")  # "failed" is not flagged
+    assert summary[1].startswith("Zoë O'Neil,1,5,20.0,2,0,1,,bubblewrap,,")  # "failed" is not flagged
     text = feedback_markdown(result)
     assert "SECRET" not in text and "hidden-2` (a hidden case)" in text
     assert "> Weights are not effects.\n>\n> Ablate a key." in text and "**Needs manual grading**" in text

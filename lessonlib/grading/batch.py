@@ -38,12 +38,12 @@ from lessonlib.grading import records as r
 from lessonlib.grading import sandbox, wire
 from lessonlib.grading.assess import assess, manual_grade, read_task
 from lessonlib.grading.files import atomic_write_json, read_json
+from lessonlib.grading.lms import Unattributed, find_learners
 from lessonlib.grading.submissions import (
     CourseNotebook,
     ExercisePlan,
     Learner,
     course_notebooks,
-    discover,
     plan_notebook,
     read_notebook,
 )
@@ -93,6 +93,7 @@ class BatchResult:
     isolation: sandbox.Isolation
     seconds: float
     graded: int  # learners graded by this run (the others were already saved)
+    unattributed: list[Unattributed] = field(default_factory=list)  # LMS files that name no learner
 
 
 @dataclass
@@ -360,7 +361,7 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bo
         learner=learner.name, key=learner.key, fingerprint=fingerprint, isolation=batch.isolation.level,
         graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), exercises=grades,
         notes=list(learner.notes), files={k: v.name for k, v in learner.files.items()},
-        seconds=round(time.perf_counter() - start, 3),
+        seconds=round(time.perf_counter() - start, 3), lms_id=learner.lms_id, late=learner.late,
     )
 
 
@@ -401,7 +402,8 @@ def _grader_failed(batch: _Batch, learner: Learner, fingerprint: str, exc: Excep
     grades = [r.ExerciseGrade(e.notebook, e.name, 0.0, e.points, r.ERROR, reason[:300], reason)
               for e in EXERCISES.values()]
     return r.LearnerResult(learner.name, learner.key, "", batch.isolation.level if batch.isolation else "?",
-                           datetime.now(timezone.utc).isoformat(timespec="seconds"), grades, list(learner.notes))
+                           datetime.now(timezone.utc).isoformat(timespec="seconds"), grades, list(learner.notes),
+                           lms_id=learner.lms_id, late=learner.late)
 
 
 def _grade_and_save(batch: _Batch, learner: Learner, fingerprint: str, solo: bool = False) -> r.LearnerResult:
@@ -429,19 +431,22 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     paths = [Path(s) for s in submissions]
     batch = _make_batch(paths, settings)
     try:
-        learners = discover(paths, batch.courses)
+        found = find_learners(paths, batch.courses)
     except FileNotFoundError as exc:
         raise GradingError(str(exc)) from None
+    learners = found.learners
     if not learners:
         raise GradingError("no exercise notebooks found in the given submissions")
     fingerprints = {lr.key: _fingerprint(lr, batch.courses, batch.seed_digest) for lr in learners}
     saved = {lr.key: _saved_result(batch, lr, fingerprints[lr.key]) for lr in learners}
     _blame(batch, {k for k, v in saved.items() if v is not None})
-    try:
-        batch.isolation = sandbox.choose_isolation(settings.isolation, batch.limits, work=batch.work,
-                                                   out_dir=batch.out, submissions=batch.submissions)
-    except sandbox.IsolationError as exc:
-        raise GradingError(str(exc)) from None
+    batch.isolation = _recorded_isolation(batch, settings) if all(saved.values()) else None
+    if batch.isolation is None:
+        try:
+            batch.isolation = sandbox.choose_isolation(settings.isolation, batch.limits, work=batch.work,
+                                                       out_dir=batch.out, submissions=batch.submissions)
+        except sandbox.IsolationError as exc:
+            raise GradingError(str(exc)) from None
     done = [v for v in saved.values() if v is not None]
     reporter.start(total=len(learners), resumed=len(done), isolation=batch.isolation, settings=settings)
     for result in done:
@@ -484,4 +489,17 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         raise
     pool.shutdown(wait=True)
     ordered = [results[lr.key] for lr in learners]
-    return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo))
+    return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo), found.unattributed)
+
+
+def _recorded_isolation(batch: _Batch, settings: GradeSettings) -> sandbox.Isolation | None:
+    """When every learner is already graded (a re-run after manual grading), the isolation the
+    gradebook recorded: no worker starts, so none is probed."""
+    data = read_json(batch.out / "grades.json")
+    recorded = data.get("isolation") if isinstance(data, dict) else None
+    if not isinstance(recorded, dict) or recorded.get("level") not in sandbox.LEVELS:
+        return None
+    if settings.isolation not in ("auto", recorded["level"]):
+        return None
+    fields = sandbox.Isolation.__dataclass_fields__
+    return sandbox.Isolation(**{k: v for k, v in recorded.items() if k in fields})

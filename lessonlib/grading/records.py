@@ -104,13 +104,25 @@ class LearnerResult:
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    lms_id: str = ""  # the LMS's id for this learner (Canvas user id, Moodle participant id)
+    late: bool = False  # the LMS marked the submission late
 
     @property
     def points(self) -> float:
-        return round(sum(e.points or 0.0 for e in self.exercises if e.kind == "auto"), 2)
+        """Every point earned: automatic checks, and written answers once graded by hand."""
+        return round(sum(e.points or 0.0 for e in self.exercises), 2)
 
     @property
     def max_points(self) -> float:
+        """Every point there is, written answers included."""
+        return round(sum(e.max_points for e in self.exercises), 2)
+
+    @property
+    def auto_points(self) -> float:
+        return round(sum(e.points or 0.0 for e in self.exercises if e.kind == "auto"), 2)
+
+    @property
+    def auto_max_points(self) -> float:
         return round(sum(e.max_points for e in self.exercises if e.kind == "auto"), 2)
 
     @property

@@ -192,7 +192,7 @@ def bwrap_command(python_args: list[str], limits: Limits, *, protected: Sequence
     if root:  # no user namespace: learner code becomes the real nobody (setpriv, below)
         command += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     else:
-        command += ["--unshare-all", "--disable-userns"]
+        command += ["--unshare-all", "--unshare-user", "--disable-userns"]
     for folder in _SYSTEM:
         if os.path.islink(folder):
             command += ["--symlink", os.readlink(folder), folder]
