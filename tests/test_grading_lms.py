@@ -83,6 +83,13 @@ def test_canvas_files_are_grouped_by_user_id_latest_resubmission_wins(tmp_path: 
     assert all("Canvas" in u.reason for u in found.unattributed)
 
 
+def test_a_download_inside_a_folder_of_learner_folders_is_still_read_by_id(tmp_path: Path) -> None:
+    _canvas_download(tmp_path / "all" / "canvas-download")
+    stub_learner(tmp_path / "all" / "alice")
+    found = find_learners([tmp_path / "all"], COURSES)
+    assert sorted(lr.key for lr in found.learners) == ["alice", "doedan_777777", "jonesamy_412233", "smithbob_340934"]
+
+
 def test_moodle_folders_and_flat_files_keep_their_participant_id(tmp_path: Path) -> None:
     folder = _moodle_download(tmp_path / "moodle")
     assert layout(folder) == "moodle"

@@ -169,7 +169,14 @@ def find_learners(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> F
     unattributed: list[Unattributed] = []
     layouts: dict[str, str] = {}
     plain: list[Path] = []
-    for path in paths:
+    expanded: list[Path] = []
+    for path in paths:  # a folder holding an LMS download (and perhaps learner folders): look inside
+        subs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")) if path.is_dir() else []
+        if subs and layout(path) is None and not any(path.glob("*.ipynb")) and any(layout(s) for s in subs):
+            expanded += subs
+        else:
+            expanded.append(path)
+    for path in expanded:
         kind = layout(path) if path.is_dir() else None
         if kind == "canvas":
             _read_canvas(path, courses, entries, unattributed)
