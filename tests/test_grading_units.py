@@ -371,3 +371,15 @@ def test_the_worker_loads_nothing_of_lessonlib(module: str) -> None:
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert imported <= set(sys.stdlib_module_names) | {"numpy", "__future__"}, imported
+
+
+def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "bwrap", lambda: None)
+    isolation = sandbox.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+    assert isolation.level == "limits" and "bwrap is not installed" in isolation.reason
+    assert isolation.warning.startswith("WARNING: learner code is NOT isolated")
+    for unprotected in ("solutions/", "the output folder", "network", "signal the grading process"):
+        assert unprotected in isolation.warning
+    assert isolation.verified["course_files_readable"] and isolation.verified["network"]  # the probe saw it
+    with pytest.raises(sandbox.IsolationError, match="bwrap is not installed"):
+        sandbox.choose_isolation("bubblewrap", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
