@@ -217,9 +217,10 @@ def bwrap_command(python_args: list[str], limits: Limits, *, protected: Sequence
     for source in (WORKER, RUNNER, WIRE):
         command += ["--ro-bind", str(source), f"{INSIDE}/{source.name}"]
     command += ["--proc", "/proc", "--dev", "/dev"]
-    for folder in ("/tmp", SCRATCH):
+    for folder in ("/tmp", "/dev/shm", SCRATCH):  # the only writable places, each of bounded size
         command += ["--perms", "1777", "--size", str(limits.scratch_mb * 2**20), "--tmpfs", folder]
-    command += ["--chdir", SCRATCH]
+    # the sandbox's own root and /dev are unbounded tmpfs: read-only, so they cannot fill the memory
+    command += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH]
     for name, value in worker_env(SCRATCH).items():
         command += ["--setenv", name, value]
     command.append("--")
