@@ -101,6 +101,7 @@ def add_exercises_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def _cmd_grade(args: argparse.Namespace) -> int:
     from lessonlib.grading import GradeSettings, GradingError, Interrupted, grade, write_gradebook
+    from lessonlib.grading.files import atomic_write_json, read_json
     from lessonlib.grading.manual import MANUAL_FILE, ManualError, read_manual
     from lessonlib.grading.progress import Progress
     from lessonlib.grading.roster import RosterError, read_roster
@@ -108,15 +109,20 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
                              workers=args.workers, seed=args.seed, isolation=args.isolation)
     roster = None
-    if args.roster is not None:
+    remembered = settings.out / ".grading" / "roster.json"
+    roster_path, assignment = args.roster, args.assignment
+    if roster_path is None and assignment is not None:
+        print("lessonlib grade: --assignment names a column of the --roster file; give --roster too", file=sys.stderr)
+        return 2
+    if roster_path is None and (saved := read_json(remembered)):  # a re-run: lms-import.csv stays current
+        roster_path, assignment = Path(saved["roster"]), saved.get("assignment")
+        print(f"using the roster of the previous run: {roster_path}" + (f" ({assignment})" if assignment else ""))
+    if roster_path is not None:
         try:
-            roster = read_roster(args.roster, args.assignment)
+            roster = read_roster(roster_path, assignment)
         except RosterError as exc:
             print(f"lessonlib grade: {exc}", file=sys.stderr)
             return 2
-    elif args.assignment is not None:
-        print("lessonlib grade: --assignment names a column of the --roster file; give --roster too", file=sys.stderr)
-        return 2
     progress = Progress(quiet=args.quiet)
     try:
         batch = grade(args.submissions, settings, reporter=progress)
@@ -139,6 +145,8 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         return 2
     written = write_gradebook(settings.out, batch.results, batch.isolation, settings.limits(), settings.workers,
                               unattributed=batch.unattributed, roster=roster, marks=marks)
+    if roster is not None:
+        atomic_write_json(remembered, {"roster": str(roster.path.resolve()), "assignment": assignment}, mode=0o600)
     flagged = sum(len(res.flagged) for res in batch.results)
     print(f"graded {batch.graded} learner(s) in {batch.seconds:.1f} s ({len(batch.results) - batch.graded} "
           f"already saved); isolation: {batch.isolation.level}; {flagged} exercise(s) flagged for a look")

@@ -228,9 +228,9 @@ def test_canvas_batch_with_roster_and_manual_round_trip(tmp_path: Path, capsys: 
     # filled in properly: totals, grades.csv, summary, feedback and lms-import.csv follow, no code runs
     rows[0].update(points="1.5", rubric="names the confound", comment="Good: say what an ablation would show.")
     _write_manual(out / "manual.csv", rows)
-    code, stdout, stderr = _run(capsys, str(folder), "--out", str(out), "--roster", str(roster),
-                                "--assignment", "Attention homework")
+    code, stdout, stderr = _run(capsys, str(folder), "--out", str(out))  # the roster is remembered
     assert code == 0, stderr
+    assert "using the roster of the previous run" in stdout
     assert "graded 0 learner(s)" in stdout and "1 graded in manual.csv" in stdout
     assert {p.name: p.stat().st_mtime_ns for p in (out / "learners").iterdir()} == saved
     after = json.loads((out / "grades.json").read_text())
