@@ -118,17 +118,37 @@ def describe_value(obj: object, depth: int = 0) -> Value:
     return Value(name, None)
 
 
+MAX_ERROR_TEXT = 2000
+
+
+def error_text(exc: BaseException, filename: str | None = None, *, where: str = "") -> str:
+    """'ValueError: message (line 7 of the answer cell)': the exception, and the last line of
+    ``filename`` its traceback passed through (``where`` follows the line number).
+
+    Never raises: an exception whose message itself raises is named without it. At most
+    MAX_ERROR_TEXT characters. The grading worker uses this too (it loads this file by path).
+    """
+    try:
+        text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    except BaseException:  # noqa: BLE001 - a learner's __str__ may raise anything
+        text = f"{type(exc).__name__} (its message could not be shown)"
+    if filename is not None:
+        line = None
+        try:
+            for frame in traceback.extract_tb(exc.__traceback__):
+                if frame.filename == filename:
+                    line = frame.lineno
+        except Exception:  # noqa: BLE001 - a traceback that cannot be read names no line
+            line = None
+        if line is not None:
+            text += f" (line {line}{where})"
+    return text[:MAX_ERROR_TEXT]
+
+
 def _error_text(exc: BaseException, answer: object) -> str:
-    """'ValueError: message (line 7 of the answer)' using the answer's own frames when known."""
-    text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    """The error of an answer, with the line of the answer cell where it was raised when known."""
     code = getattr(answer, "__code__", None)
-    if code is None:
-        return text
-    line = None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if frame.filename == code.co_filename:
-            line = frame.lineno
-    return f"{text} (line {line} of the answer cell)" if line is not None else text
+    return error_text(exc, getattr(code, "co_filename", None), where=" of the answer cell")
 
 
 def _copy_inputs(args: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -365,11 +365,18 @@ class Learner:
     key: str
     files: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    lms_id: str = ""  # the LMS's id (Canvas user id, Moodle participant id) when read from a download
+    late: bool = False  # the LMS marked the submission late
 
 
 def safe_key(name: str) -> str:
     key = re.sub(r"[^A-Za-z0-9._@+-]+", "_", name).strip("._") or "learner"
     return key[:80]
+
+
+def match_course(path: Path, courses: Sequence[CourseNotebook], stem: str | None = None) -> CourseNotebook | None:
+    """The course notebook ``path`` is, by its name (or ``stem``, the learner's own file name), else by content."""
+    return _match_by_name(Path(f"{stem}.ipynb") if stem else path, courses) or _match_by_content(path, courses)
 
 
 def _match_by_name(path: Path, courses: Sequence[CourseNotebook]) -> CourseNotebook | None:
@@ -399,7 +406,11 @@ def _learner_from_file(path: Path, course: CourseNotebook | None) -> str:
 
 
 def _add(learners: dict[str, Learner], name: str, course: CourseNotebook, path: Path) -> None:
-    learner = learners.setdefault(name, Learner(name, ""))
+    add_notebook(learners.setdefault(name, Learner(name, "")), course, path)
+
+
+def add_notebook(learner: Learner, course: CourseNotebook, path: Path) -> None:
+    """Give ``learner`` the notebook ``path`` for ``course``; of two, the exactly named, else the newest."""
     previous = learner.files.get(course.name)
     if previous is None:
         learner.files[course.name] = path
@@ -428,7 +439,7 @@ def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[L
         for link in sorted(p for p in folder.glob("*.ipynb") if p.is_symlink()):
             learners[name].notes.append(f"{link.name} is a symbolic link, not a notebook file; it was not graded.")
         for path in _notebooks_in(folder):
-            course = _match_by_name(path, courses) or _match_by_content(path, courses)
+            course = match_course(path, courses)
             if course is None:
                 learners[name].notes.append(f"{path.name} is not one of the exercise notebooks; it was not graded.")
             else:
@@ -436,7 +447,7 @@ def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[L
 
     for path in paths:
         if path.is_file():
-            course = _match_by_name(path, courses) or _match_by_content(path, courses)
+            course = match_course(path, courses)
             name = _learner_from_file(path, course)
             if course is None:
                 learners.setdefault(name, Learner(name, "")).notes.append(
@@ -452,11 +463,18 @@ def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[L
                         add_folder(sub, sub.name)
         else:
             raise FileNotFoundError(f"{path}: no such notebook or folder")
+    return assign_keys(list(learners.values()))
+
+
+def assign_keys(learners: list[Learner]) -> list[Learner]:
+    """Give every learner a unique, file-safe key (the LMS id joins the name when there is one);
+    returns them sorted by key."""
     keys: set[str] = set()
-    for learner in learners.values():
-        key, n = safe_key(learner.name), 2
+    for learner in learners:
+        base = safe_key(f"{learner.name}_{learner.lms_id}" if learner.lms_id else learner.name)
+        key, n = base, 2
         while key.lower() in keys:
-            key, n = f"{safe_key(learner.name)}-{n}", n + 1
+            key, n = f"{base}-{n}", n + 1
         keys.add(key.lower())
         learner.key = key
-    return sorted(learners.values(), key=lambda lr: lr.key.lower())
+    return sorted(learners, key=lambda lr: lr.key.lower())
