@@ -15,6 +15,7 @@ agree for every learner and exercise. Both run with the same number of processes
     python benchmarks/grader.py                  # 40 learners, 2 at a time (a few minutes)
     python benchmarks/grader.py --learners 8     # a quick look
     python benchmarks/grader.py --keep DIR       # keep the learner folders and the gradebook in DIR
+    python benchmarks/grader.py --isolation limits   # the grader without the bubblewrap sandbox
 
 Timings depend on the machine and on what else runs on it: the script reports, it does not assert.
 """
@@ -145,9 +146,10 @@ def generate(folder: Path, n_learners: int, seed: int) -> dict[tuple[str, str], 
     return intended
 
 
-def grade_with_lessonlib(folder: Path, out: Path, workers: int) -> tuple[float, dict[tuple[str, str], str], str]:
+def grade_with_lessonlib(folder: Path, out: Path, workers: int, isolation: str = "auto"
+                         ) -> tuple[float, dict[tuple[str, str], str], str]:
     command = [sys.executable, "-m", "lessonlib.cli", "grade", *map(str, sorted(folder.iterdir())),
-               "--out", str(out), "--workers", str(workers), "--quiet"]
+               "--out", str(out), "--workers", str(workers), "--isolation", isolation, "--quiet"]
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     seconds = time.perf_counter() - start
@@ -208,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="processes at once, for both methods")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--keep", type=Path, default=None, help="write the folders and the gradebook here")
+    parser.add_argument("--isolation", default="auto", help="passed to lessonlib grade (auto, bubblewrap, limits)")
     args = parser.parse_args(argv)
     base = args.keep or Path(tempfile.mkdtemp(prefix="lessonlib-grader-bench-"))
     folder, out = base / "submissions", base / "gradebook"
@@ -219,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.learners} learners, {n_notebooks} notebooks, {len(intended)} graded exercises "
           f"({counts['passed']} correct, {counts['failed']} wrong, {counts['not_attempted']} not attempted); "
           f"{args.workers} at a time")
-    ours, ours_verdicts, level = grade_with_lessonlib(folder, out, args.workers)
+    ours, ours_verdicts, level = grade_with_lessonlib(folder, out, args.workers, args.isolation)
     print(f"lessonlib grade: {ours:.1f} s (isolation: {level})")
     theirs, nbclient_verdicts = execute_with_nbclient(folder, args.workers)
     print(f"nbclient:        {theirs:.1f} s")

@@ -3,10 +3,12 @@
     lessonlib exercises build     write exercises/ from solutions/ and execute them
     lessonlib exercises verify    fail when exercises/ is out of date with solutions/
     lessonlib exercises list      the exercises, their points and numbers of cases
-    lessonlib grade SUBMISSION... --out DIR    grade learners' notebooks into a gradebook
+    lessonlib grade SUBMISSION... --out DIR [--roster FILE --assignment NAME]
+                                  grade learners' notebooks into a gradebook (and an LMS import file)
+    lessonlib gradescope build --out autograder.zip    the same checks as a Gradescope autograder
 
-Each command group is a function that adds its subparser (see :data:`COMMAND_GROUPS`); a new
-group (``grade``) is one more such function, with its handler stored as ``func``.
+Each command group is a function that adds its subparser (see :data:`COMMAND_GROUPS`), with its
+handler stored as ``func``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from lessonlib.grading.sandbox import LEVELS
 
 
 def _exercise_dirs(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -97,10 +101,28 @@ def add_exercises_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def _cmd_grade(args: argparse.Namespace) -> int:
     from lessonlib.grading import GradeSettings, GradingError, Interrupted, grade, write_gradebook
+    from lessonlib.grading.files import atomic_write_json, read_json
+    from lessonlib.grading.manual import MANUAL_FILE, ManualError, read_manual
     from lessonlib.grading.progress import Progress
+    from lessonlib.grading.roster import RosterError, read_roster
 
     settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
                              workers=args.workers, seed=args.seed, isolation=args.isolation)
+    roster = None
+    remembered = settings.out / ".grading" / "roster.json"
+    roster_path, assignment = args.roster, args.assignment
+    if roster_path is None and assignment is not None:
+        print("lessonlib grade: --assignment names a column of the --roster file; give --roster too", file=sys.stderr)
+        return 2
+    if roster_path is None and (saved := read_json(remembered)):  # a re-run: lms-import.csv stays current
+        roster_path, assignment = Path(saved["roster"]), saved.get("assignment")
+        print(f"using the roster of the previous run: {roster_path}" + (f" ({assignment})" if assignment else ""))
+    if roster_path is not None:
+        try:
+            roster = read_roster(roster_path, assignment)
+        except RosterError as exc:
+            print(f"lessonlib grade: {exc}", file=sys.stderr)
+            return 2
     progress = Progress(quiet=args.quiet)
     try:
         batch = grade(args.submissions, settings, reporter=progress)
@@ -113,13 +135,37 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         print("lessonlib grade: interrupted; every saved result is kept: run the same command again to "
               "grade the rest", file=sys.stderr)
         return 130
-    written = write_gradebook(settings.out, batch.results, batch.isolation, settings.limits(), settings.workers)
     progress.close()
+    try:
+        marks = read_manual(settings.out / MANUAL_FILE, batch.results)
+    except ManualError as exc:
+        print(f"lessonlib grade: {exc}", file=sys.stderr)
+        print("lessonlib grade: nothing was rewritten (every automatic grade is saved); correct manual.csv and "
+              "run the same command again", file=sys.stderr)
+        return 2
+    written = write_gradebook(settings.out, batch.results, batch.isolation, settings.limits(), settings.workers,
+                              unattributed=batch.unattributed, roster=roster, marks=marks)
+    if roster is not None:
+        atomic_write_json(remembered, {"roster": str(roster.path.resolve()), "assignment": assignment}, mode=0o600)
     flagged = sum(len(res.flagged) for res in batch.results)
     print(f"graded {batch.graded} learner(s) in {batch.seconds:.1f} s ({len(batch.results) - batch.graded} "
           f"already saved); isolation: {batch.isolation.level}; {flagged} exercise(s) flagged for a look")
-    print(f"wrote {settings.out / 'grades.csv'}, summary.csv, grades.json and "
-          f"{len(written) - 3} feedback file(s) in {settings.out / 'feedback'}")
+    print(f"wrote {settings.out / 'grades.csv'}, summary.csv, grades.json, manual.csv and "
+          f"{len(written.feedback)} feedback file(s) in {settings.out / 'feedback'}")
+    graded_by_hand = sum(m.points is not None for m in marks.values())
+    pending = sum(1 for res in batch.results for g in res.exercises if g.status == "needs_manual_grading")
+    print(f"written answers: {graded_by_hand} graded in manual.csv, {max(pending - graded_by_hand, 0)} still to grade")
+    for item in batch.unattributed:
+        print(f"not attributed to any learner: {item.path} ({item.reason})", file=sys.stderr)
+    if roster is not None:
+        column = f"new column {roster.column!r}" if roster.new_column else f"column {roster.column!r}"
+        print(f"wrote {settings.out / 'lms-import.csv'} for {roster.kind.capitalize()} ({column})")
+        for note in roster.notes:
+            print(f"note: {note}")
+        for name in written.missing:
+            print(f"missing: {name} is in the roster but handed nothing in (0 points)")
+        for key in written.not_in_roster:
+            print(f"not in the roster: {key} (graded, but not in lms-import.csv)", file=sys.stderr)
     return 0
 
 
@@ -139,14 +185,57 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
     grade.add_argument("--workers", type=int, default=2, metavar="N", help="learners graded at once (default 2)")
     grade.add_argument("--seed", type=int, default=None, metavar="S",
                        help="seed of the hidden cases (default: a random one, kept in DIR for resuming)")
-    grade.add_argument("--isolation", default="auto", choices=["auto", "namespaces", "nobody", "limits"],
-                       help="how learner code is isolated (default: the strongest that works here)")
+    grade.add_argument("--isolation", default="auto", choices=["auto", *LEVELS],
+                       help="bubblewrap: a sandbox (needs bwrap); limits: resource limits only, with a warning "
+                            "(default auto: bubblewrap where a trial sandbox works, else limits)")
+    grade.add_argument("--roster", type=Path, metavar="FILE",
+                       help="a Canvas gradebook export or a Moodle grading worksheet: write DIR/lms-import.csv "
+                            "in the same format, for the LMS to import")
+    grade.add_argument("--assignment", metavar="NAME",
+                       help="the Canvas assignment column to fill (an existing one, or a new one)")
     grade.add_argument("--quiet", action="store_true", help="no progress display")
     grade.set_defaults(func=_cmd_grade)
 
 
-# One entry per command group; `lessonlib grade` is added by appending its own function.
-COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [add_exercises_commands, add_grade_command]
+def _cmd_gradescope_build(args: argparse.Namespace) -> int:
+    from lessonlib.grading.gradescope import GradescopeError, build_autograder
+
+    try:
+        path = build_autograder(Path(args.out))
+    except GradescopeError as exc:
+        print(f"lessonlib gradescope build: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}: upload it as the assignment's autograder (Configure Autograder, Zip file upload)")
+    return 0
+
+
+def _cmd_gradescope_run(args: argparse.Namespace) -> int:
+    from lessonlib.grading.gradescope import run_autograder
+
+    results = run_autograder(Path(args.root), timeout=args.timeout, memory_mb=args.memory)
+    print(f"wrote {results}")
+    return 0
+
+
+def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
+    """``lessonlib gradescope build|run``."""
+    group = subparsers.add_parser("gradescope", help="the checks as a Gradescope autograder")
+    commands = group.add_subparsers(dest="gradescope_command", required=True)
+    build = commands.add_parser("build", help="write the autograder zip (setup.sh, run_autograder, the wheel)")
+    build.add_argument("--out", default="autograder.zip", metavar="ZIP", help="the zip to write")
+    build.set_defaults(func=_cmd_gradescope_build)
+    run = commands.add_parser("run", help="grade ROOT/submission into ROOT/results/results.json (run_autograder "
+                                          "calls this inside Gradescope)")
+    run.add_argument("--root", default="/autograder", metavar="DIR", help="Gradescope's folder (default /autograder)")
+    run.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="CPU seconds per exercise")
+    run.add_argument("--memory", type=int, default=1024, metavar="MB", help="memory per exercise")
+    run.set_defaults(func=_cmd_gradescope_run)
+
+
+# One entry per command group.
+COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
+    add_exercises_commands, add_grade_command, add_gradescope_commands,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -141,7 +141,7 @@ def combine_masks(
 class MaskConvention:
     """How one library API reads an attention mask."""
 
-    library: str  # "torch", "jax", "lessonlib"
+    library: str  # "torch", "jax", "flax", "keras", "transformers", "lessonlib"
     api: str  # the call, e.g. "F.scaled_dot_product_attention"
     argument: str  # the mask argument the row is about
     true_means: str  # a boolean True: "attend", "blocked", "added (True = +1)", "refused"
@@ -166,6 +166,14 @@ MASK_CONVENTIONS: tuple[MaskConvention, ...] = (
                    "top-left", "uniform", "jax 0.10.2"),
     MaskConvention("jax", "jax.nn.dot_product_attention", "bias", "added (True = +1)",
                    "added to scores", "top-left", "nan", "jax 0.10.2"),
+    MaskConvention("flax", "linen.MultiHeadDotProductAttention", "mask", "attend",
+                   "read as boolean (nonzero = attend)", "not built in", "uniform", "flax 0.12.8"),
+    MaskConvention("keras", "layers.MultiHeadAttention", "attention_mask", "attend",
+                   "read as boolean (nonzero = attend)", "top-left", "uniform", "keras 3.15.1"),
+    MaskConvention("keras", "layers.MultiHeadAttention(return_attention_scores=True)", "attention_mask",
+                   "attend", "read as boolean (nonzero = attend)", "top-left", "zeros", "keras 3.15.1"),
+    MaskConvention("transformers", "BertModel (eager attention)", "attention_mask", "attend",
+                   "read as boolean (nonzero = attend)", "not built in", "uniform", "transformers 5.24.0"),
 )
 
 

@@ -483,6 +483,347 @@ def tiled_unscaled(query, key, value, block_size):
     return tiled_online(query * math.sqrt(query.shape[-1]), key, value, block_size)
 
 
+def tiled_full_then_blocks(query, key, value, block_size):
+    """Builds the whole (L, S) score matrix first, then loops over query blocks: exact, not tiled."""
+    scores = query @ np.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])  # (..., L, S)
+    out = np.empty(scores.shape[:-1] + (value.shape[-1],))
+    for q0 in range(0, scores.shape[-2], block_size):
+        block = scores[..., q0:q0 + block_size, :]
+        w = np.exp(block - block.max(-1, keepdims=True))
+        out[..., q0:q0 + block_size, :] = (w / w.sum(-1, keepdims=True)) @ value
+    return out
+
+
+def tiled_full_float32(query, key, value, block_size):
+    """The full score matrix again, kept in float32 to halve it: still (L, S)."""
+    scores = (query @ np.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])).astype(np.float32)
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)).astype(np.float64) @ value
+
+
+# --- leaks_future ---------------------------------------------------------------------------------
+
+
+def leaks_loop(layer, length, d_model):
+    x = np.random.default_rng(0).normal(size=(length, d_model))
+    base = layer(x)
+    for t in range(1, length):
+        changed = x.copy()
+        changed[t] += 1.0
+        if not np.allclose(layer(changed)[:t], base[:t]):
+            return True
+    return False
+
+
+def leaks_max_difference(layer, length, d_model):
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(length, d_model))
+    base = layer(x)
+    for t in range(length - 1, 0, -1):
+        changed = np.array(x)
+        changed[t] = rng.normal(size=d_model) * 3
+        if np.abs(layer(changed)[:t] - base[:t]).max() > 1e-6:
+            return True
+    return False
+
+
+def leaks_every_pair(layer, length, d_model):
+    x = np.ones((length, d_model)) + np.arange(length)[:, None] * 0.1
+    base = layer(x)
+    leaks = []
+    for t in range(length):
+        changed = x.copy()
+        changed[t] = -changed[t]
+        moved = ~np.isclose(layer(changed), base).all(axis=-1)  # (length,) which outputs moved
+        leaks.append(bool(moved[:t].any()))
+    return any(leaks)
+
+
+def leaks_only_last(layer, length, d_model):
+    x = np.random.default_rng(0).normal(size=(length, d_model))
+    changed = x.copy()
+    changed[-1] += 1.0
+    return not np.allclose(layer(changed)[:-1], layer(x)[:-1])
+
+
+def leaks_last_output(layer, length, d_model):
+    x = np.random.default_rng(0).normal(size=(length, d_model))
+    changed = x.copy()
+    changed[-1] += 1.0
+    return not np.allclose(layer(changed)[-1], layer(x)[-1])
+
+
+def leaks_exact(layer, length, d_model):
+    x = np.random.default_rng(0).normal(size=(length, d_model))
+    base = layer(x)
+    for t in range(1, length):
+        changed = x.copy()
+        changed[t] += 1.0
+        if (layer(changed)[:t] != base[:t]).any():
+            return True
+    return False
+
+
+def leaks_in_place(layer, length, d_model):
+    x = np.random.default_rng(0).normal(size=(length, d_model))
+    for t in range(1, length):
+        changed = x  # not a copy
+        changed[t] += 1.0
+        if not np.allclose(layer(changed)[:t], layer(x)[:t]):
+            return True
+    return False
+
+
+# --- mask_polarity --------------------------------------------------------------------------------
+
+
+def polarity_zeros(attention_fn):
+    query, key = np.zeros((1, 2)), np.zeros((3, 2))
+    weights = attention_fn(query, key, np.eye(3), np.array([[True, False, False]]))[0]  # (3,)
+    return "attend" if weights[0] > 0.5 else "blocked"
+
+
+def polarity_compare_values(attention_fn):
+    value = np.array([[1.0], [100.0]])
+    out = attention_fn(np.zeros((1, 4)), np.zeros((2, 4)), value, np.array([True, False]))
+    return "attend" if abs(float(out[0, 0]) - 1.0) < 0.5 else "blocked"
+
+
+def polarity_two_rows(attention_fn):
+    mask = np.array([[True, True, False, False], [False, False, True, True]])
+    w = np.asarray(attention_fn(np.zeros((2, 3)), np.zeros((4, 3)), np.eye(4), mask), dtype=float)
+    on_true = w[mask].sum()
+    return "attend" if on_true > w[~mask].sum() else "blocked"
+
+
+def polarity_random(attention_fn):
+    rng = np.random.default_rng(0)
+    mask = np.array([[True, True, False, False]])
+    w = np.asarray(attention_fn(rng.normal(size=(1, 4)), rng.normal(size=(4, 4)), np.eye(4), mask), dtype=float)
+    return "attend" if (w[mask] > 1e-3).all() else "blocked"
+
+
+def polarity_inverted(attention_fn):
+    return {"attend": "blocked", "blocked": "attend"}[polarity_zeros(attention_fn)]
+
+
+# --- is_order_sensitive ---------------------------------------------------------------------------
+
+
+def order_roll(layer, x):
+    perm = np.roll(np.arange(len(x)), 1)
+    return not np.allclose(layer(x[perm]), layer(x)[perm])
+
+
+def order_several(layer, x):
+    rng = np.random.default_rng(3)
+    base = layer(x)
+    for _ in range(4):
+        perm = rng.permutation(len(x))
+        if np.abs(layer(x[perm]) - base[perm]).max() > 1e-8:
+            return True
+    return False
+
+
+def order_flip(layer, x):
+    return not np.allclose(np.flip(layer(np.flip(x, axis=0)), axis=0), layer(x), atol=1e-10)
+
+
+def order_not_undone(layer, x):
+    perm = np.roll(np.arange(len(x)), 1)
+    return not np.allclose(layer(x[perm]), layer(x))
+
+
+def order_exact(layer, x):
+    perm = np.roll(np.arange(len(x)), 1)
+    return not np.array_equal(layer(x[perm]), layer(x)[perm])
+
+
+# --- alibi_slopes ---------------------------------------------------------------------------------
+
+
+def alibi_formula(n_heads):
+    return 2.0 ** (-8.0 * np.arange(1, n_heads + 1) / n_heads)
+
+
+def alibi_ratio(n_heads):
+    ratio = 2.0 ** (-8.0 / n_heads)
+    return np.cumprod(np.full(n_heads, ratio))
+
+
+def alibi_loop(n_heads):
+    return np.array([math.pow(2, -8 * (h + 1) / n_heads) for h in range(n_heads)])
+
+
+def alibi_from_zero(n_heads):
+    return 2.0 ** (-8.0 * np.arange(n_heads) / n_heads)
+
+
+def alibi_base_e(n_heads):
+    return np.exp(-8.0 * np.arange(1, n_heads + 1) / n_heads)
+
+
+def alibi_negative(n_heads):
+    return -(2.0 ** (-8.0 * np.arange(1, n_heads + 1) / n_heads))
+
+
+# --- online_softmax -------------------------------------------------------------------------------
+
+
+def online_arrays(scores, values, block_size):
+    m, denom, acc = -np.inf, 0.0, np.zeros(values.shape[-1])
+    for k0 in range(0, len(scores), block_size):
+        s = scores[k0:k0 + block_size]
+        m_new = max(m, s.max())
+        c = np.exp(m - m_new)
+        p = np.exp(s - m_new)
+        denom, acc, m = denom * c + p.sum(), acc * c + p @ values[k0:k0 + block_size], m_new
+    return acc / denom
+
+
+def online_floats(scores, values, block_size):
+    m, denom = -math.inf, 0.0
+    acc = [0.0] * values.shape[1]
+    for k0 in range(0, len(scores), block_size):
+        block = [float(s) for s in scores[k0:k0 + block_size]]
+        m_new = max([m] + block)
+        c = math.exp(m - m_new)
+        denom *= c
+        acc = [a * c for a in acc]
+        for j, s in enumerate(block):
+            p = math.exp(s - m_new)
+            denom += p
+            acc = [a + p * float(v) for a, v in zip(acc, values[k0 + j])]
+        m = m_new
+    return np.array(acc) / denom
+
+
+def online_log_sum_exp(scores, values, block_size):
+    """Keeps log(denominator) instead of the denominator itself."""
+    log_d, out = -np.inf, np.zeros(values.shape[-1])
+    for k0 in range(0, len(scores), block_size):
+        s = scores[k0:k0 + block_size]
+        block_log = np.logaddexp.reduce(s)
+        new_log = np.logaddexp(log_d, block_log)
+        w = np.exp(s - new_log)
+        out = out * np.exp(log_d - new_log) + w @ values[k0:k0 + block_size]
+        log_d = new_log
+    return out
+
+
+def online_not_rescaled(scores, values, block_size):
+    m, denom, acc = -np.inf, 0.0, np.zeros(values.shape[-1])
+    for k0 in range(0, len(scores), block_size):
+        s = scores[k0:k0 + block_size]
+        m = max(m, s.max())
+        p = np.exp(s - m)
+        denom, acc = denom + p.sum(), acc + p @ values[k0:k0 + block_size]
+    return acc / denom
+
+
+def online_no_max(scores, values, block_size):
+    denom, acc = 0.0, np.zeros(values.shape[-1])
+    for k0 in range(0, len(scores), block_size):
+        p = np.exp(scores[k0:k0 + block_size])
+        denom, acc = denom + p.sum(), acc + p @ values[k0:k0 + block_size]
+    return acc / denom
+
+
+def online_per_block(scores, values, block_size):
+    outs = []
+    for k0 in range(0, len(scores), block_size):
+        s = scores[k0:k0 + block_size]
+        p = np.exp(s - s.max())
+        outs.append(p / p.sum() @ values[k0:k0 + block_size])
+    return np.mean(outs, axis=0)
+
+
+def online_not_divided(scores, values, block_size):
+    m, denom, acc = -np.inf, 0.0, np.zeros(values.shape[-1])
+    for k0 in range(0, len(scores), block_size):
+        s = scores[k0:k0 + block_size]
+        m_new = max(m, s.max())
+        c = np.exp(m - m_new)
+        p = np.exp(s - m_new)
+        denom, acc, m = denom * c + p.sum(), acc * c + p @ values[k0:k0 + block_size], m_new
+    return acc
+
+
+# --- exclusion_effects ----------------------------------------------------------------------------
+
+
+def _attend_one(query, keys, values):
+    s = keys @ query / math.sqrt(len(query))
+    w = np.exp(s - s.max())
+    w = w / w.sum()
+    return w @ values, w
+
+
+def exclusion_delete(query, keys, values):
+    out, _ = _attend_one(query, keys, values)
+    return np.array([np.linalg.norm(out - _attend_one(query, np.delete(keys, j, 0), np.delete(values, j, 0))[0])
+                     for j in range(len(keys))])
+
+
+def exclusion_minus_inf(query, keys, values):
+    scores = keys @ query / np.sqrt(query.shape[-1])  # (S,)
+    def out(s):
+        w = np.exp(s - s.max())
+        return (w / w.sum()) @ values
+    base = out(scores)
+    effects = []
+    for j in range(len(scores)):
+        s = scores.copy()
+        s[j] = -np.inf
+        effects.append(np.linalg.norm(base - out(s)))
+    return np.array(effects)
+
+
+def exclusion_formula(query, keys, values):
+    """o - o_(-j) = w_j / (1 - w_j) (v_j - o)."""
+    out, w = _attend_one(query, keys, values)
+    return w / (1 - w) * np.linalg.norm(values - out, axis=-1)
+
+
+def exclusion_weights(query, keys, values):
+    return _attend_one(query, keys, values)[1]
+
+
+def exclusion_zero_weight(query, keys, values):
+    out, w = _attend_one(query, keys, values)
+    effects = []
+    for j in range(len(w)):
+        w2 = w.copy()
+        w2[j] = 0.0  # after the softmax, not renormalised
+        effects.append(np.linalg.norm(out - w2 @ values))
+    return np.array(effects)
+
+
+def exclusion_zero_value(query, keys, values):
+    out, w = _attend_one(query, keys, values)
+    effects = []
+    for j in range(len(w)):
+        v2 = values.copy()
+        v2[j] = 0.0
+        effects.append(np.linalg.norm(out - w @ v2))
+    return np.array(effects)
+
+
+def exclusion_zero_key(query, keys, values):
+    out, _ = _attend_one(query, keys, values)
+    effects = []
+    for j in range(len(keys)):
+        k2 = keys.copy()
+        k2[j] = 0.0
+        effects.append(np.linalg.norm(out - _attend_one(query, k2, values)[0]))
+    return np.array(effects)
+
+
+def exclusion_unscaled(query, keys, values):
+    return exclusion_delete(query * math.sqrt(len(query)), keys, values)
+
+
+
 CORRECT = {
     "scaled_dot_product_attention": [sdpa_matmul, sdpa_einsum, sdpa_loops, sdpa_global_shift],
     "q1_context": [4, 4.0, np.float64(4.0), 0.5 * 2 + 0.5 * 6],
@@ -493,6 +834,12 @@ CORRECT = {
     "apply_rope": [rope_slices, rope_complex, rope_einsum, rope_loops],
     "score_matrix_bytes": [bytes_plain, bytes_prod, bytes_numpy],
     "tiled_attention": [tiled_online, tiled_two_pass, tiled_rows],
+    "leaks_future": [leaks_loop, leaks_max_difference, leaks_every_pair],
+    "mask_polarity": [polarity_zeros, polarity_compare_values, polarity_two_rows],
+    "is_order_sensitive": [order_roll, order_several, order_flip],
+    "alibi_slopes": [alibi_formula, alibi_ratio, alibi_loop],
+    "online_softmax": [online_arrays, online_floats, online_log_sum_exp],
+    "exclusion_effects": [exclusion_delete, exclusion_minus_inf, exclusion_formula],
 }
 
 # (exercise, diagnosis name, wrong answer)
@@ -536,4 +883,27 @@ WRONG = [
     ("tiled_attention", "builds_full_score_matrix", tiled_dense),
     ("tiled_attention", "tiled_no_max_subtraction", tiled_no_max),
     ("tiled_attention", "tiled_missing_scale", tiled_unscaled),
+    ("tiled_attention", "builds_full_score_matrix", tiled_full_then_blocks),
+    ("tiled_attention", "builds_full_score_matrix", tiled_full_float32),
+    ("q1_context", "q1_masked_key_included", 8 / 3),
+    ("leaks_future", "perturbs_only_last_token", leaks_only_last),
+    ("leaks_future", "compares_last_output", leaks_last_output),
+    ("leaks_future", "exact_float_equality", leaks_exact),
+    ("leaks_future", "input_changed_in_place", leaks_in_place),
+    ("mask_polarity", "polarity_from_random_inputs", polarity_random),
+    ("mask_polarity", "polarity_read_inverted", polarity_inverted),
+    ("is_order_sensitive", "permutation_not_undone", order_not_undone),
+    ("is_order_sensitive", "order_exact_equality", order_exact),
+    ("alibi_slopes", "alibi_off_by_one_head", alibi_from_zero),
+    ("alibi_slopes", "alibi_wrong_base", alibi_base_e),
+    ("alibi_slopes", "alibi_sign_confused", alibi_negative),
+    ("online_softmax", "online_not_rescaled", online_not_rescaled),
+    ("online_softmax", "online_no_running_max", online_no_max),
+    ("online_softmax", "online_normalised_per_block", online_per_block),
+    ("online_softmax", "online_not_divided", online_not_divided),
+    ("exclusion_effects", "effects_are_weights", exclusion_weights),
+    ("exclusion_effects", "exclusion_not_renormalised", exclusion_zero_weight),
+    ("exclusion_effects", "exclusion_not_renormalised", exclusion_zero_value),
+    ("exclusion_effects", "exclusion_zeroed_key", exclusion_zero_key),
+    ("exclusion_effects", "exclusion_missing_scale", exclusion_unscaled),
 ]

@@ -37,6 +37,7 @@ from lessonlib.exercises import (
     run_case,
     run_cases,
 )
+from lessonlib.exercises.runner import build_probe, is_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -236,9 +237,11 @@ def test_case_inputs_are_plain_data():
     for name in EXERCISES:
         for case in public_cases(name) + hidden_cases(name, 3):
             for arg in case.args:
-                assert isinstance(arg, (np.ndarray, int, float)) and not isinstance(arg, bool), (name, case.id)
+                assert isinstance(arg, (np.ndarray, int, float, str)) and not isinstance(arg, bool), (name, case.id)
                 if isinstance(arg, np.ndarray):
                     assert arg.dtype != object
+                if isinstance(arg, str):  # a function handed to the answer, described as data
+                    assert is_probe(arg) and callable(build_probe(arg)), (name, case.id)
 
 
 def _to_wire(outcome: Outcome) -> tuple[str, dict[str, bytes]]:
@@ -317,6 +320,27 @@ def test_memory_requirement_counts_only_with_memory_cases():
     outcomes = run_cases(tiled_dense, hidden)
     assert judge(name, hidden, outcomes).status == PASSED  # no memory probe among the hidden cases
     assert check(name, tiled_online, quiet=True).points == 3
+
+
+def _full_matrix_then_query_blocks(rows: int):
+    def answer(query, key, value, block_size):
+        scores = query @ np.swapaxes(key, -1, -2) / np.sqrt(query.shape[-1])  # (L, S) first, whole
+        out = np.empty(scores.shape[:-1] + (value.shape[-1],))
+        for q0 in range(0, scores.shape[-2], rows):  # then "tiled" over query blocks of its own size
+            block = scores[..., q0:q0 + rows, :]
+            w = np.exp(block - block.max(-1, keepdims=True))
+            out[..., q0:q0 + rows, :] = (w / w.sum(-1, keepdims=True)) @ value
+        return out
+
+    return answer
+
+
+@pytest.mark.parametrize("rows", [1, 16, 128, 4096])
+def test_a_full_matrix_is_caught_whatever_block_the_loop_uses(rows):
+    result = check("tiled_attention", _full_matrix_then_query_blocks(rows), quiet=True)
+    assert result.diagnosis_names == ["builds_full_score_matrix"]
+    assert [f.reason for f in result.failed_cases] == ["memory"]
+    assert result.points == pytest.approx(0.5 * result.max_points)
 
 
 # --- sections and the written question ----------------------------------------------------------

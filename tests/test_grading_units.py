@@ -17,12 +17,20 @@ from grading_submissions import ANSWER_CELLS, SOLUTIONS, masking, notebook, writ
 from lessonlib import cli
 from lessonlib.exercises import EXERCISES, Outcome, Value, get_exercise, run_case
 from lessonlib.grading import records as r
-from lessonlib.grading import wire
+from lessonlib.grading import sandbox, wire
 from lessonlib.grading.assess import TaskResult, assess, manual_grade
-from lessonlib.grading.batch import GradeSettings, GradingError, _Batch, _blame, _load_suspects, grade
+from lessonlib.grading.batch import (
+    GradeSettings,
+    GradingError,
+    _Batch,
+    _blame,
+    _load_suspects,
+    grade,
+    unpack_records,
+)
 from lessonlib.grading.files import atomic_write_text
 from lessonlib.grading.gradebook import GRADES_COLUMNS, feedback_markdown, write_gradebook
-from lessonlib.grading.sandbox import Isolation, Limits, hidden_folders
+from lessonlib.grading.sandbox import Isolation, Limits
 from lessonlib.grading.submissions import (
     CourseNotebook,
     ManualAnswer,
@@ -227,6 +235,23 @@ def _batch_for(work: Path) -> _Batch:
                   courses=[], cases={}, submissions=[], seed_digest="")
 
 
+def test_worker_records_are_unpacked_and_a_cut_tail_is_ignored(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    data = (wire.record({"kind": "started", "key": "02_masking--causal_mask", "solo": False})
+            + wire.record({"kind": "result", "key": "02_masking--causal_mask", "fate": {"exit_code": 0}}, b"FRAMES")
+            + wire.record({"kind": "started", "key": "../escape"})
+            + wire.record({"kind": "started", "key": "02_masking--padding_mask"}))
+    (job / sandbox.OUT_FILE).write_bytes(data[:-3])  # the grading process died mid-record
+    assert unpack_records(job, LIMITS) is None
+    results = job / "results"
+    assert sorted(p.name for p in results.iterdir()) == [
+        "02_masking--causal_mask.frames", "02_masking--causal_mask.started", "02_masking--causal_mask.status"]
+    assert (results / "02_masking--causal_mask.frames").read_bytes() == b"FRAMES"
+    (job / sandbox.OUT_FILE).write_bytes(wire.record({"kind": "fatal", "error": "no python"}))
+    assert unpack_records(job, LIMITS) == "no python"
+
+
 def test_a_lone_unfinished_exercise_is_blamed_several_are_rerun_alone(tmp_path: Path) -> None:
     _marker(tmp_path / "one", "02_masking--masked_softmax")
     _marker(tmp_path / "one", "02_masking--causal_mask", finished=True)
@@ -251,22 +276,24 @@ def _result() -> r.LearnerResult:
                                             "expected": "SECRET-EXPECTED", "got": "SECRET-GOT", "detail": "",
                                             "hidden": True}])
     manual = manual_grade(ManualAnswer(q, "Weights are not effects.\n\nAblate a key.", "needs_manual_grading"))
-    return r.LearnerResult("Zoë O'Neil", "Zo_O_Neil", "f", "namespaces", "now", [failed, manual])
+    return r.LearnerResult("Zoë O'Neil", "Zo_O_Neil", "f", "bubblewrap", "now", [failed, manual])
 
 
 def test_gradebook_files(tmp_path: Path) -> None:
     result = _result()
-    write_gradebook(tmp_path, [result], Isolation("namespaces", "s"), LIMITS, 2)
+    write_gradebook(tmp_path, [result], Isolation("bubblewrap", "s"), LIMITS, 2)
     with open(tmp_path / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert tuple(rows[0]) == GRADES_COLUMNS
     assert rows[1]["points"] == "" and rows[1]["status"] == "needs_manual_grading"
     summary = (tmp_path / "summary.csv").read_text().splitlines()
-    assert summary[1].startswith("Zoë O'Neil,1,3,33.3,2,0,1,,namespaces")  # "failed" is not flagged
+    pending = result.exercises[1].max_points  # the written question's points, all pending
+    total = 3 + pending
+    assert summary[1].startswith(f"Zoë O'Neil,1,{total:g},{100 / total:.1f},{pending:g},0,1,,bubblewrap,,")
     text = feedback_markdown(result)
     assert "SECRET" not in text and "hidden-2` (a hidden case)" in text
     assert "> Weights are not effects.\n>\n> Ablate a key." in text and "**Needs manual grading**" in text
-    assert json.loads((tmp_path / "grades.json").read_text())["learners"][0]["manual_pending"] == 2
+    assert json.loads((tmp_path / "grades.json").read_text())["learners"][0]["manual_pending"] == pending
     assert not list(tmp_path.glob(".*tmp"))
 
 
@@ -283,10 +310,20 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> N
     assert target.read_text() == "old\n" and len(list(tmp_path.iterdir())) == 1
 
 
-def test_hidden_folders_cover_course_output_and_submissions(tmp_path: Path) -> None:
-    folders = {str(p) for p in hidden_folders(tmp_path / "out", [SOLUTIONS / "02_masking.ipynb"])}
-    root = str(SOLUTIONS.resolve().parent)
-    assert root in folders and "/tmp" in folders and "/" not in folders and "/usr" not in folders
+@pytest.mark.skipif(sandbox.bwrap() is None, reason="bubblewrap (bwrap) is not installed")
+def test_the_sandbox_binds_the_interpreter_and_nothing_of_the_course(tmp_path: Path) -> None:
+    protected = sandbox.protected_folders(tmp_path / "out", [SOLUTIONS / "02_masking.ipynb"])
+    command = sandbox.bwrap_command(["-c", "pass"], LIMITS, protected=protected)
+    bound = [command[i + 1] for i, arg in enumerate(command) if arg in ("--ro-bind", "--bind", "--ro-bind-try")]
+    root = SOLUTIONS.resolve().parent
+    worker_files = {str(sandbox.WORKER), str(sandbox.RUNNER), str(sandbox.WIRE)}  # bound as single files
+    assert not [b for b in bound if (root == Path(b) or root in Path(b).parents)
+                and "/.venv" not in b and b not in worker_files]
+    assert "--bind" not in command and "/tmp" not in bound and "/etc" not in bound
+    assert sys.executable in command and "--as-pid-1" in command
+    assert command[command.index("--remount-ro") + 1:command.index("--remount-ro") + 4] == ["/dev", "--remount-ro", "/"]
+    with pytest.raises(sandbox.IsolationError, match="must not see"):
+        sandbox.bwrap_command(["-c", "pass"], LIMITS, protected=[Path(sys.prefix).resolve() / "inside"])
 
 
 # --- the command -------------------------------------------------------------------------------------
@@ -337,3 +374,15 @@ def test_the_worker_loads_nothing_of_lessonlib(module: str) -> None:
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert imported <= set(sys.stdlib_module_names) | {"numpy", "__future__"}, imported
+
+
+def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "bwrap", lambda: None)
+    isolation = sandbox.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+    assert isolation.level == "limits" and "bwrap is not installed" in isolation.reason
+    assert isolation.warning.startswith("WARNING: learner code is NOT isolated")
+    for unprotected in ("solutions/", "the output folder", "network", "signal the grading process"):
+        assert unprotected in isolation.warning
+    assert isolation.verified["course_files_readable"] and isolation.verified["network"]  # the probe saw it
+    with pytest.raises(sandbox.IsolationError, match="bwrap is not installed"):
+        sandbox.choose_isolation("bubblewrap", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])

@@ -14,6 +14,7 @@ from lessonlib.exercises.registry import (
     EXERCISES,
     MANUAL_QUESTIONS,
     ManualQuestion,
+    RubricItem,
     all_diagnoses,
     get_exercise,
     hidden_cases,
@@ -36,6 +37,7 @@ from lessonlib.exercises.spec import Case, DiagnosisSpec, Exercise
 __all__ = [
     "EXERCISES", "ERROR", "FAILED", "MANUAL_QUESTIONS", "NOT_ATTEMPTED", "PASSED", "SECTIONS",
     "Case", "CheckResult", "Diagnosis", "DiagnosisSpec", "Exercise", "FailedCase", "ManualQuestion",
+    "RubricItem",
     "Outcome", "Section", "Status", "Value", "all_diagnoses", "check", "describe_value", "get_exercise",
     "hidden_cases", "judge", "public_cases", "run_case", "run_cases",
 ]

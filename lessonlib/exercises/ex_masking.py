@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from lessonlib.attention import masked_softmax as _reference_masked_softmax
 from lessonlib.attention import softmax
+from lessonlib.exercises.outputs import BoolOutput, ChoiceOutput
+from lessonlib.exercises.runner import build_probe, probe, probe_fields
 from lessonlib.exercises.spec import (
     ArrayOutput,
     Case,
     DiagnosisSpec,
     Exercise,
+    Record,
     any_of,
+    matches_model,
     numbered,
     shows,
 )
@@ -339,4 +345,221 @@ PADDING_MASK = Exercise(
         MASK_NOT_BOOLEAN,
     ),
     stub_hint="a boolean (batch, max_length) array, True for real tokens",
+)
+
+
+# --- leaks_future: the causality test, written by the learner -----------------------------------
+
+LEAKING_MASKS = frozenset({"none", "inverted", "next", "last", "early"})
+_LAYER_TEXT = {
+    "causal": "a causal layer", "causal-rounding": "a causal layer whose outputs carry rounding noise",
+    "none": "a layer with no mask", "inverted": "a layer with an inverted causal mask",
+    "next": "a layer whose mask is off by one (it sees the next token)",
+    "last": "a causal layer that also lets every position see the last one",
+    "early": "a causal layer that lets position 0 see position 1",
+}
+
+
+def _layer_case(mask: str, seed: int, length: int, d_model: int) -> Case:
+    tags = {"leaks" if mask in LEAKING_MASKS else "causal", mask}
+    return Case("", f"{_LAYER_TEXT[mask]}, length {length}, d_model {d_model}",
+                (probe("layer", d=d_model, seed=seed, mask=mask), length, d_model), frozenset(tags))
+
+
+def _probe_input(length: int, d_model: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=(length, d_model))  # (length, d_model)
+
+
+def leaks_future_reference(layer: str, length: int, d_model: int) -> bool:
+    """True when changing the input at some position t moves an output at a position before t."""
+    fn = build_probe(layer)
+    rng = np.random.default_rng(1)
+    x = _probe_input(length, d_model)
+    base = fn(x)  # (length, d_model)
+    for t in range(1, length):
+        changed = x.copy()
+        changed[t] += rng.normal(size=d_model)
+        if not np.allclose(fn(changed)[:t], base[:t], rtol=1e-7, atol=1e-9):
+            return True
+    return False
+
+
+def _perturb_last_only(layer: str, length: int, d_model: int) -> bool:
+    fn = build_probe(layer)
+    x = _probe_input(length, d_model)
+    changed = x.copy()
+    changed[-1] += 1.0
+    return not np.allclose(fn(changed)[:-1], fn(x)[:-1])
+
+
+def _compare_exactly(layer: str, length: int, d_model: int) -> bool:
+    fn = build_probe(layer)
+    x = _probe_input(length, d_model)
+    base = fn(x)
+    for t in range(1, length):
+        changed = x.copy()
+        changed[t] += 1.0
+        if not np.array_equal(fn(changed)[:t], base[:t]):
+            return True
+    return False
+
+
+def _always(answer: bool, tag: str, expected: bool):
+    """Detect an answer that returns ``answer`` on every case tagged ``tag`` (whose truth is ``expected``)."""
+
+    def detect(records: Sequence[Record]) -> list[str]:
+        tagged = [r for r in records if tag in r.case.tags]
+        if len(tagged) < 2 or any(r.got is not answer for r in tagged) or answer == expected:
+            return []
+        return [r.case.id for r in tagged if not r.passed]
+
+    return detect
+
+
+def leaks_future_public() -> list[Case]:
+    return numbered([
+        _layer_case("causal", 11, 5, 4),
+        _layer_case("none", 12, 4, 4),
+        _layer_case("causal-rounding", 13, 6, 4),
+        _layer_case("early", 14, 5, 6),
+        _layer_case("last", 15, 4, 4),
+    ])
+
+
+def leaks_future_hidden(rng: np.random.Generator) -> list[Case]:
+    masks = ["causal", "causal-rounding", "none", "inverted", "next", "last", "early"]
+    return [
+        _layer_case(mask, int(rng.integers(1000, 10**6)), int(rng.integers(3, 9)), int(rng.choice([2, 4, 6, 8])))
+        for mask in masks
+    ]
+
+
+LEAKS_FUTURE = Exercise(
+    name="leaks_future",
+    notebook=NOTEBOOK,
+    signature="leaks_future(layer, length, d_model) -> bool",
+    points=2,
+    reference=leaks_future_reference,
+    output=BoolOutput(),
+    public=leaks_future_public,
+    hidden=leaks_future_hidden,
+    diagnoses=(
+        DiagnosisSpec(
+            "perturbs_only_last_token", "Only the last token is changed",
+            "The answer misses a leak from a position other than the last: it changes only the last "
+            "token, so a layer where position 0 can see position 1 passes as causal.",
+            "Change each position t in turn (for t in range(1, length)) and compare the outputs "
+            "before t each time.",
+            "causality-test", matches_model(_perturb_last_only),
+        ),
+        DiagnosisSpec(
+            "compares_last_output", "The last output is compared",
+            "The answer calls every layer leaky, causal ones included: the output at the last position "
+            "may depend on every input, so a change there proves nothing.",
+            "After changing the input at position t, compare only the outputs at positions before t: "
+            "out[:t]. Those are the ones a causal layer must keep fixed.",
+            "causality-test", _always(True, "causal", False),
+        ),
+        DiagnosisSpec(
+            "exact_float_equality", "Outputs compared for exact equality",
+            "A causal layer whose outputs carry rounding noise is called leaky: its earlier outputs "
+            "moved by about 1e-16 when a later input changed, and an exact comparison (== or "
+            "np.array_equal) counts that as a leak.",
+            "Compare with a tolerance: np.allclose(a, b), or np.abs(a - b).max() > 1e-9. A real leak "
+            "moves the outputs by far more than rounding does.",
+            "causality-test", matches_model(_compare_exactly, tags=["causal-rounding"]),
+        ),
+        DiagnosisSpec(
+            "input_changed_in_place", "No change is ever seen",
+            "The answer finds no leak even in a layer with no mask at all, where every output depends on "
+            "every input. The usual cause: the perturbed input is the same array as the original "
+            "(changed = x; changed[t] += 1 also changes x), so both calls see the same numbers.",
+            "Make a copy before changing it: changed = x.copy(). Compute the outputs of x and of the "
+            "copy, then compare.",
+            "causality-test", _always(False, "leaks", True),
+        ),
+    ),
+    stub_hint="change one later input at a time and compare the earlier outputs, with a tolerance",
+)
+
+
+# --- mask_polarity: probe a library's convention with a tiny case --------------------------------
+
+
+def _attention_case(polarity: str, scale: float, dtype: str, empty: str) -> Case:
+    sharp = scale > 1.0
+    text = (f"an attention function in {dtype}, {'sharp' if sharp else 'mild'} scores, rows with no allowed "
+            f"key give {empty}")
+    return Case("", text, (probe("attention", polarity=polarity, scale=scale, dtype=dtype, empty=empty),),
+                frozenset({"sharp" if sharp else "mild", polarity}))
+
+
+def mask_polarity_reference(attention_fn: str) -> str:
+    return str(probe_fields(attention_fn)["polarity"])
+
+
+def mask_polarity_public() -> list[Case]:
+    return numbered([
+        _attention_case("attend", 1.0, "float64", "nan"),
+        _attention_case("blocked", 1.0, "float32", "zeros"),
+        _attention_case("attend", 60.0, "float64", "uniform"),
+        _attention_case("blocked", 60.0, "float16", "zeros"),
+    ])
+
+
+def mask_polarity_hidden(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for polarity in ("attend", "blocked"):
+        for scale in (1.0, 60.0, float(rng.uniform(30.0, 80.0))):
+            cases.append(_attention_case(polarity, scale, str(rng.choice(["float16", "float32", "float64"])),
+                                         str(rng.choice(["nan", "zeros", "uniform"]))))
+    return cases
+
+
+def _sharp_only(records: Sequence[Record]) -> list[str]:
+    """Right on every function with mild scores, wrong on some with sharp ones."""
+    mild = [r for r in records if "mild" in r.case.tags]
+    if not mild or not all(r.passed for r in mild):
+        return []
+    return [r.case.id for r in records if "sharp" in r.case.tags and not r.passed and r.got is not None]
+
+
+def _inverted_everywhere(records: Sequence[Record]) -> list[str]:
+    """The opposite answer on every case, mild and sharp alike."""
+    opposite = {"attend": "blocked", "blocked": "attend"}
+    if len(records) < 2 or any(r.got != opposite[r.expected] for r in records):
+        return []
+    return [r.case.id for r in records]
+
+
+MASK_POLARITY = Exercise(
+    name="mask_polarity",
+    notebook=NOTEBOOK,
+    signature='mask_polarity(attention_fn) -> "attend" or "blocked"',
+    points=2,
+    reference=mask_polarity_reference,
+    output=ChoiceOutput(("attend", "blocked")),
+    public=mask_polarity_public,
+    hidden=mask_polarity_hidden,
+    diagnoses=(
+        DiagnosisSpec(
+            "polarity_from_random_inputs", "Read from random queries and keys",
+            "The answer is right when the scores are mild and wrong when the function sharpens them: "
+            "with random queries and keys, an allowed key can get a weight near zero from its score "
+            "alone, and then it looks blocked.",
+            "Make the scores tell nothing: a query and keys of zeros give every allowed key the same "
+            "weight, 1 / (number allowed), and every blocked key exactly 0. With value = np.eye(S) the "
+            "output rows are the weights.",
+            "probe", _sharp_only,
+        ),
+        DiagnosisSpec(
+            "polarity_read_inverted", "The reading is inverted",
+            "Every answer is the opposite of the function's convention: the answer decides 'attend' "
+            "exactly when True blocks a key.",
+            "If the keys where the mask is True get weight and the others get 0, True means 'attend'; "
+            "if the keys where it is True get 0, True means 'blocked'.",
+            "probe", _inverted_everywhere,
+        ),
+    ),
+    stub_hint="call attention_fn on a tiny case and read which keys get weight",
 )

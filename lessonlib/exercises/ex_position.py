@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from lessonlib.exercises.outputs import BoolOutput
+from lessonlib.exercises.runner import build_probe, probe
 from lessonlib.exercises.spec import (
     ArrayOutput,
     Case,
     DiagnosisSpec,
     Exercise,
+    Record,
     any_of,
     matches_model,
     numbered,
@@ -177,8 +180,10 @@ APPLY_ROPE = Exercise(
     diagnoses=(
         DiagnosisSpec(
             "rope_half_pairing", "Pairs taken as (i, i + d/2)",
-            "The answer rotates coordinate i with coordinate i + d/2 (the half-split convention of "
-            "GPT-NeoX and LLaMA code); this exercise uses interleaved pairs (2i, 2i+1).",
+            "The answer rotates coordinate i with coordinate i + d/2, the half-split convention of "
+            "GPT-NeoX and of the Hugging Face LLaMA port (which permutes the query and key weights "
+            "when it converts Meta's checkpoints). This exercise pairs interleaved coordinates "
+            "(2i, 2i+1), as RoFormer and Meta's reference LLaMA code do (a complex view of adjacent pairs).",
             "Rotate x[..., 0::2] with x[..., 1::2]. Mixing the two conventions between a model's "
             "weights and its code is a classic bug.",
             "rope", matches_model(lambda x, p: _reference_rope(x, p, pairing="half")),
@@ -204,4 +209,172 @@ APPLY_ROPE = Exercise(
         ),
     ),
     stub_hint="rotate each interleaved pair of coordinates by its own angle",
+)
+
+
+# --- is_order_sensitive: pairs with the same content in a different order ------------------------
+
+_ORDER_TEXT = {
+    "plain": "self-attention with no position and no mask",
+    "rowwise": "a layer that transforms each row on its own",
+    "sinusoidal": "self-attention with sinusoidal positions added to the input",
+    "learned": "self-attention with learned positions added to the input",
+    "causal": "self-attention with a causal mask and no position",
+    "rope": "self-attention with RoPE on queries and keys",
+}
+ORDER_BLIND = frozenset({"plain", "rowwise"})
+
+
+def _order_case(kind: str, seed: int, n: int, d: int) -> Case:
+    mask = "causal" if kind == "causal" else "none"
+    position = {"plain": "none", "causal": "none"}.get(kind, kind)
+    x = np.random.default_rng(seed + 1).normal(size=(n, d))  # (n, d)
+    tags = {kind, "blind" if kind in ORDER_BLIND else "sensitive"}
+    return Case("", f"{_ORDER_TEXT[kind]}, x of shape ({n}, {d})",
+                 (probe("layer", d=d, seed=seed, mask=mask, position=position), x), frozenset(tags))
+
+
+def _permutations(n: int, count: int = 3) -> list[np.ndarray]:
+    rng = np.random.default_rng(2)
+    perms = [np.roll(np.arange(n), 1)]  # never the identity
+    perms += [rng.permutation(n) for _ in range(count - 1)]
+    return perms
+
+
+def order_sensitive_reference(layer: str, x: np.ndarray) -> bool:
+    """True when layer(x[p]) differs from layer(x)[p] (beyond rounding) for some permutation p."""
+    fn = build_probe(layer)
+    base = fn(x)  # (n, d)
+    return any(not np.allclose(fn(x[p]), base[p], rtol=1e-7, atol=1e-9) for p in _permutations(x.shape[0]))
+
+
+def _order_exact(layer: str, x: np.ndarray) -> bool:
+    fn = build_probe(layer)
+    base = fn(x)
+    return any(not np.array_equal(fn(x[p]), base[p]) for p in _permutations(x.shape[0]))
+
+
+def _not_unpermuted(records: Sequence[Record]) -> list[str]:
+    """True even for a row-by-row layer, whose outputs are exactly the permuted ones."""
+    blind = [r for r in records if "blind" in r.case.tags]
+    rowwise = [r for r in blind if "rowwise" in r.case.tags]
+    if not rowwise or any(r.got is not True for r in blind):
+        return []
+    return [r.case.id for r in blind]
+
+
+def order_public() -> list[Case]:
+    return numbered([
+        _order_case("plain", 31, 5, 4),
+        _order_case("rowwise", 32, 4, 4),
+        _order_case("sinusoidal", 33, 5, 6),
+        _order_case("causal", 34, 4, 4),
+        _order_case("rope", 35, 6, 4),
+    ])
+
+
+def order_hidden(rng: np.random.Generator) -> list[Case]:
+    kinds = ["plain", "rowwise", "learned", "sinusoidal", "causal", "rope", "plain"]
+    return [_order_case(k, int(rng.integers(1000, 10**6)), int(rng.integers(3, 8)), int(rng.choice([4, 6, 8])))
+            for k in kinds]
+
+
+IS_ORDER_SENSITIVE = Exercise(
+    name="is_order_sensitive",
+    notebook=NOTEBOOK,
+    signature="is_order_sensitive(layer, x) -> bool",
+    points=2,
+    reference=order_sensitive_reference,
+    output=BoolOutput(),
+    public=order_public,
+    hidden=order_hidden,
+    diagnoses=(
+        DiagnosisSpec(
+            "permutation_not_undone", "Outputs compared without undoing the permutation",
+            "The answer calls every layer order-sensitive, even one that transforms each row on its own: "
+            "layer(x[p]) was compared with layer(x), whose rows are in the other order. Those differ "
+            "for every layer, order-blind or not.",
+            "Compare layer(x[p]) with layer(x)[p]: an order-blind layer moves its outputs with its "
+            "inputs, so the two are equal up to rounding.",
+            "permutation", _not_unpermuted,
+        ),
+        DiagnosisSpec(
+            "order_exact_equality", "Outputs compared for exact equality",
+            "Plain self-attention is called order-sensitive: after a permutation it adds the same "
+            "numbers in another order, so its outputs differ from the permuted ones by rounding "
+            "(about 1e-16), and an exact comparison counts that.",
+            "Compare with a tolerance: np.allclose(layer(x[p]), layer(x)[p]).",
+            "same-words", matches_model(_order_exact, tags=["plain"]),
+        ),
+    ),
+    stub_hint="permute the rows of x, run the layer, undo the permutation, compare with a tolerance",
+)
+
+
+# --- alibi_slopes ---------------------------------------------------------------------------------
+
+
+def alibi_reference(n_heads: int) -> np.ndarray:
+    """(n_heads,) slopes 2^(-8 (h + 1) / n_heads), h = 0 .. n_heads - 1."""
+    return 2.0 ** (-8.0 * (np.arange(n_heads) + 1) / n_heads)
+
+
+def _alibi_off_by_one_models():
+    def from_zero(n):
+        return 2.0 ** (-8.0 * np.arange(n) / n)
+
+    def from_two(n):
+        return 2.0 ** (-8.0 * (np.arange(n) + 2) / n)
+
+    return from_zero, from_two
+
+
+def _alibi_base_models():
+    h = lambda n: np.arange(n) + 1.0  # noqa: E731
+    return (
+        lambda n: np.exp(-8.0 * h(n) / n),  # e instead of 2
+        lambda n: 10.0 ** (-8.0 * h(n) / n),  # 10 instead of 2
+        lambda n: 2.0 ** (-h(n) / n),  # the 8 left out: ratio 2^(-1/n)
+    )
+
+
+def _alibi_sign_models():
+    return (lambda n: -alibi_reference(n), lambda n: 2.0 ** (8.0 * (np.arange(n) + 1) / n))
+
+
+ALIBI_SLOPES = Exercise(
+    name="alibi_slopes",
+    notebook=NOTEBOOK,
+    signature="alibi_slopes(n_heads) -> (n_heads,) slopes",
+    points=1,
+    reference=alibi_reference,
+    output=ArrayOutput("float"),
+    public=lambda: numbered([Case("", f"{n} heads", (n,)) for n in (1, 2, 4, 8, 16)]),
+    hidden=lambda rng: [Case("", f"{n} heads", (int(n),)) for n in 2 ** rng.choice(np.arange(1, 7), 4, replace=False)],
+    diagnoses=(
+        DiagnosisSpec(
+            "alibi_off_by_one_head", "Exponent off by one head",
+            "The slopes are the right geometric sequence shifted by one head: the first head should "
+            "have slope 2^(-8/n), not 1 (h counted from 0) or 2^(-16/n).",
+            "Head h (h = 0 .. n-1) has slope 2 ** (-8 * (h + 1) / n_heads).",
+            "alibi", matches_model(*_alibi_off_by_one_models()),
+        ),
+        DiagnosisSpec(
+            "alibi_wrong_base", "Wrong base of the geometric sequence",
+            "The slopes fall by the wrong ratio from head to head: the sequence starts at 2^(-8/n) "
+            "and multiplies by 2^(-8/n) again for each head, so with 8 heads the slopes are 1/2, 1/4, "
+            "..., 1/256.",
+            "Use base 2 and the factor 8: 2 ** (-8 * (h + 1) / n_heads).",
+            "alibi", matches_model(*_alibi_base_models()),
+        ),
+        DiagnosisSpec(
+            "alibi_sign_confused", "Positive and negative confused",
+            "The slopes have the wrong sign or grow instead of shrink: a slope is a positive number, "
+            "and the bias added to a score is minus the slope times the distance.",
+            "Return positive slopes below one, 2 ** (-8 * (h + 1) / n_heads); the minus sign belongs in "
+            "the bias, -slope * |i - j|.",
+            "alibi", matches_model(*_alibi_sign_models()),
+        ),
+    ),
+    stub_hint="a geometric sequence of positive slopes, one per head",
 )

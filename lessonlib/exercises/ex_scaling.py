@@ -194,7 +194,7 @@ SCALED_DOT_PRODUCT_ATTENTION = Exercise(
 
 
 def q1_reference() -> float:
-    """Two allowed keys with equal scores get weight 1/2 each: 0.5 * 2 + 0.5 * 6."""
+    """Two allowed keys with equal scores get weight 1/2 each: 0.5 * 2 + 0.5 * 6 (the masked key: 0)."""
     return 4.0
 
 
@@ -205,7 +205,7 @@ Q1_CONTEXT = Exercise(
     points=1,
     reference=q1_reference,
     output=NumberOutput(reveal=False),
-    public=lambda: numbered([Case("", "equal scores, values 2 and 6", (), call=False)]),
+    public=lambda: numbered([Case("", "equal scores, values 2 and 6, a third key masked", (), call=False)]),
     hidden=None,
     diagnoses=(
         DiagnosisSpec(
@@ -219,6 +219,14 @@ Q1_CONTEXT = Exercise(
             "The answer is the weight of one key; the context is the weighted sum of the values.",
             "Multiply each value by its weight and add them up.",
             "convex", matches_model(lambda: 0.5),
+        ),
+        DiagnosisSpec(
+            "q1_masked_key_included", "The masked key counted in",
+            "The answer gives all three keys weight 1/3, the masked one included: (2 + 6 + 0) / 3. A "
+            "masked key is removed before the softmax and contributes nothing, whatever its score or "
+            "value.",
+            "Only the two allowed keys share the weight: 1/2 each.",
+            "second-fixture", matches_model(lambda: 8.0 / 3.0),
         ),
     ),
     stub_hint="a number",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lessonlib.exercises.ex_cost import SCORE_MATRIX_BYTES, TILED_ATTENTION
-from lessonlib.exercises.ex_masking import CAUSAL_MASK, MASKED_SOFTMAX, PADDING_MASK
-from lessonlib.exercises.ex_position import APPLY_ROPE, SINUSOIDAL_POSITIONS
+from lessonlib.exercises.ex_cost import ONLINE_SOFTMAX, SCORE_MATRIX_BYTES, TILED_ATTENTION
+from lessonlib.exercises.ex_interpretation import EXCLUSION_EFFECTS
+from lessonlib.exercises.ex_masking import CAUSAL_MASK, LEAKS_FUTURE, MASK_POLARITY, MASKED_SOFTMAX, PADDING_MASK
+from lessonlib.exercises.ex_position import ALIBI_SLOPES, APPLY_ROPE, IS_ORDER_SENSITIVE, SINUSOIDAL_POSITIONS
 from lessonlib.exercises.ex_scaling import Q1_CONTEXT, SCALED_DOT_PRODUCT_ATTENTION
 from lessonlib.exercises.sections import SECTIONS
 from lessonlib.exercises.spec import Case, DiagnosisSpec, Exercise
@@ -15,11 +16,27 @@ EXERCISES: dict[str, Exercise] = {
     e.name: e
     for e in (
         SCALED_DOT_PRODUCT_ATTENTION, Q1_CONTEXT,
-        MASKED_SOFTMAX, CAUSAL_MASK, PADDING_MASK,
-        SINUSOIDAL_POSITIONS, APPLY_ROPE,
-        SCORE_MATRIX_BYTES, TILED_ATTENTION,
+        MASKED_SOFTMAX, CAUSAL_MASK, PADDING_MASK, LEAKS_FUTURE, MASK_POLARITY,
+        SINUSOIDAL_POSITIONS, APPLY_ROPE, IS_ORDER_SENSITIVE, ALIBI_SLOPES,
+        SCORE_MATRIX_BYTES, ONLINE_SOFTMAX, TILED_ATTENTION,
+        EXCLUSION_EFFECTS,
     )
 }
+
+
+@dataclass(frozen=True)
+class RubricItem:
+    """One thing a written answer is graded on, with what earns each score from 0 up to its maximum.
+
+    anchors[k] describes an answer that earns k points on this item (anchors[0] is always given).
+    """
+
+    criterion: str
+    anchors: tuple[str, ...]
+
+    @property
+    def points(self) -> int:
+        return len(self.anchors) - 1
 
 
 @dataclass(frozen=True)
@@ -27,7 +44,7 @@ class ManualQuestion:
     """A written answer graded by a person: a markdown answer cell tagged ``answer`` and ``manual``.
 
     cell_id is the cell's stable id in the exercise notebook; the model answer lives in the
-    same cell of the solutions notebook.
+    same cell of the solutions notebook. points is the sum of the rubric items' maxima.
     """
 
     name: str
@@ -36,15 +53,52 @@ class ManualQuestion:
     points: float
     question: str
     section: str  # key of SECTIONS: where the topic is discussed
+    rubric: tuple[RubricItem, ...] = ()
+
+    def rubric_text(self) -> str:
+        """The rubric as plain text, one item and its anchors after another."""
+        lines = []
+        for n, item in enumerate(self.rubric, start=1):
+            lines.append(f"{n}. {item.criterion} (0-{item.points} points)")
+            lines += [f"   {k}: {anchor}" for k, anchor in enumerate(item.anchors)]
+        return "\n".join(lines)
+
+
+Q2_RUBRIC = (
+    RubricItem(
+        "Why a weight is not the key's effect on the decision",
+        (
+            "No reason given, or the answer says a high weight means the key caused the decision.",
+            "One valid reason, stated without showing how it breaks the link between weight and "
+            "effect: e.g. 'there are other layers', or 'values matter too'.",
+            "Explains that a weight is one intermediate combination: what excluding a key changes "
+            "depends on its value compared with the others' (a large weight on a value close to the "
+            "rest's weighted mean changes little), and the output then passes through other heads, "
+            "the output projection, the residual stream, MLPs and later layers, so one map is not the "
+            "model's dependence on its input.",
+        ),
+    ),
+    RubricItem(
+        "What would test a causal claim",
+        (
+            "No test, or only 'look at more attention maps'.",
+            "Names an intervention (masking a key, changing an input) without saying what is held "
+            "fixed or what is measured.",
+            "A controlled change: exclude (ablate) a key before the softmax or change one input token, "
+            "hold everything else fixed, and measure how much the output or prediction moves; rank "
+            "keys by that effect, not by weight.",
+        ),
+    ),
+)
 
 
 MANUAL_QUESTIONS: dict[str, ManualQuestion] = {
     q.name: q
     for q in (
         ManualQuestion(
-            "q2_attention_not_causal", "04_cost.ipynb", "q2-attention-not-causal", 2,
+            "q2_attention_not_causal", "05_interpretation.ipynb", "q2-attention-not-causal", 4,
             "Why does an attention visualisation not by itself explain the final decision causally?",
-            "interpretation",
+            "interpretation", Q2_RUBRIC,
         ),
     )
 }
@@ -85,6 +139,9 @@ def _check_sections() -> None:
     for q in MANUAL_QUESTIONS.values():
         if q.section not in SECTIONS:
             raise KeyError(f"question {q.name!r} points to unknown section {q.section!r}")
+        if q.rubric and sum(item.points for item in q.rubric) != q.points:
+            raise ValueError(f"question {q.name!r} is worth {q.points} points but its rubric adds up to "
+                             f"{sum(item.points for item in q.rubric)}")
 
 
 _check_sections()

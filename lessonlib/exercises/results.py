@@ -23,6 +23,7 @@ class Status(StrEnum):
     NOT_ATTEMPTED = "not_attempted"  # the stub is still there (or no written answer yet)
     ERROR = "error"  # the check itself could not run (unknown exercise name, mismatched inputs)
     NEEDS_MANUAL = "needs_manual_grading"  # a written answer, for a person to grade
+    GRADED_BY_HAND = "graded_by_hand"  # a written answer once its points are given in manual.csv
     NOT_SUBMITTED = "not_submitted"  # no such notebook handed in
     MALFORMED = "malformed"  # the notebook file could not be read as a notebook
     MISSING_ANSWER = "missing_answer"  # the answer cell was deleted, or no longer defines the function

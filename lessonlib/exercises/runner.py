@@ -12,6 +12,8 @@ process boundary as JSON plus ``.npy`` files and be judged elsewhere by :func:`j
 from __future__ import annotations
 
 import copy
+import json
+import math
 import traceback
 import tracemalloc
 import warnings
@@ -81,9 +83,28 @@ def _as_numeric_array(obj: object) -> np.ndarray | None:
     return None
 
 
+MAX_TEXT_BYTES = 200  # a returned str is kept as at most this many UTF-8 bytes
+
+
+def text_of(value: Value | None) -> str | None:
+    """The text of a returned ``str`` (see :func:`describe_value`), else None."""
+    if value is None or value.type_name != "str" or not isinstance(value.data, np.ndarray):
+        return None
+    if value.data.dtype != np.uint8 or value.data.ndim != 1:
+        return None
+    return value.data.tobytes().decode("utf-8", errors="replace")
+
+
 def describe_value(obj: object, depth: int = 0) -> Value:
-    """Reduce a returned object to a :class:`Value` (arrays copied, no learner objects kept)."""
+    """Reduce a returned object to a :class:`Value` (arrays copied, no learner objects kept).
+
+    A ``str`` is kept as its UTF-8 bytes, a uint8 array of at most 200 entries, so that it
+    crosses a process boundary as plain data like every other value (read it with :func:`text_of`).
+    """
     name = _type_name(obj)
+    if isinstance(obj, str):
+        raw = obj.encode("utf-8", errors="replace")[:MAX_TEXT_BYTES]
+        return Value("str", np.frombuffer(raw, dtype=np.uint8).copy())
     if isinstance(obj, np.ndarray):
         return Value(name, _as_numeric_array(obj))
     if isinstance(obj, np.generic):
@@ -97,22 +118,45 @@ def describe_value(obj: object, depth: int = 0) -> Value:
     return Value(name, None)
 
 
+MAX_ERROR_TEXT = 2000
+
+
+def error_text(exc: BaseException, filename: str | None = None, *, where: str = "") -> str:
+    """'ValueError: message (line 7 of the answer cell)': the exception, and the last line of
+    ``filename`` its traceback passed through (``where`` follows the line number).
+
+    Never raises: an exception whose message itself raises is named without it. At most
+    MAX_ERROR_TEXT characters. The grading worker uses this too (it loads this file by path).
+    """
+    try:
+        text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    except BaseException:  # noqa: BLE001 - a learner's __str__ may raise anything
+        text = f"{type(exc).__name__} (its message could not be shown)"
+    if filename is not None:
+        line = None
+        try:
+            for frame in traceback.extract_tb(exc.__traceback__):
+                if frame.filename == filename:
+                    line = frame.lineno
+        except Exception:  # noqa: BLE001 - a traceback that cannot be read names no line
+            line = None
+        if line is not None:
+            text += f" (line {line}{where})"
+    return text[:MAX_ERROR_TEXT]
+
+
 def _error_text(exc: BaseException, answer: object) -> str:
-    """'ValueError: message (line 7 of the answer)' using the answer's own frames when known."""
-    text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    """The error of an answer, with the line of the answer cell where it was raised when known."""
     code = getattr(answer, "__code__", None)
-    if code is None:
-        return text
-    line = None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if frame.filename == code.co_filename:
-            line = frame.lineno
-    return f"{text} (line {line} of the answer cell)" if line is not None else text
+    return error_text(exc, getattr(code, "co_filename", None), where=" of the answer cell")
 
 
 def _copy_inputs(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Fresh copies, so an answer that writes into its inputs cannot change what is judged."""
-    return tuple(copy.deepcopy(a) for a in args)
+    """Fresh copies, so an answer that writes into its inputs cannot change what is judged.
+
+    A probe description (a string starting ``probe:``) becomes the function it describes.
+    """
+    return tuple(build_probe(a) if is_probe(a) else copy.deepcopy(a) for a in args)
 
 
 def run_case(
@@ -156,3 +200,182 @@ def run_case(
         if started:
             tracemalloc.stop()
     return Outcome(RETURNED, describe_value(result), peak_bytes=peak)
+
+
+# --- probes: functions handed to an answer, described as plain data -----------------------------
+#
+# Some exercises take a function as input (a layer to test for causality, an attention function
+# whose mask polarity is unknown). A case describes it as a string, "probe:" + JSON, so that it
+# crosses to a worker process like any other input; the function is rebuilt here from the
+# description, with weights drawn from its seed (same description, same function).
+
+PROBE_PREFIX = "probe:"
+LAYER_MASKS = ("none", "causal", "causal-rounding", "inverted", "next", "last", "early")
+LAYER_POSITIONS = ("none", "sinusoidal", "learned", "rope", "rowwise")
+EMPTY_ROW_POLICIES = ("nan", "zeros", "uniform")
+
+
+def is_probe(arg: object) -> bool:
+    return isinstance(arg, str) and arg.startswith(PROBE_PREFIX)
+
+
+def probe(kind: str, **fields: Any) -> str:
+    """The description of a probe function: ``probe("layer", d=4, seed=1, mask="causal")``."""
+    return PROBE_PREFIX + json.dumps({"kind": kind, **fields}, sort_keys=True)
+
+
+def probe_fields(description: str) -> dict[str, Any]:
+    """The fields of a probe description (the inverse of :func:`probe`)."""
+    if not is_probe(description):
+        raise ValueError(f"not a probe description: {description[:40]!r}")
+    return json.loads(description[len(PROBE_PREFIX):])
+
+
+def build_probe(description: str) -> Any:
+    """The function a probe description stands for: a plain function, so that an answer has to
+    test it from the outside rather than read its mask or polarity off an attribute."""
+    fields = probe_fields(description)
+    kind = fields.pop("kind")
+    if kind == "layer":
+        impl = ProbeLayer(**fields)
+
+        def layer(x: np.ndarray) -> np.ndarray:
+            """(length, d_model) -> (length, d_model)."""
+            return impl(x)
+
+        return layer
+    if kind == "attention":
+        attend = ProbeAttention(**fields)
+
+        def attention_fn(query: Any, key: Any, value: Any, mask: Any) -> np.ndarray:
+            """query (L, d), key (S, d), value (S, d_v), boolean mask (L, S) -> output (L, d_v)."""
+            return attend(query, key, value, mask)
+
+        return attention_fn
+    raise ValueError(f"unknown probe kind {kind!r}")
+
+
+def _softmax_rows(scores: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis; -inf scores get weight 0 (a row of -inf gives NaN)."""
+    top = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - top)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+class ProbeLayer:
+    """A one-head self-attention layer ``(n, d) -> (n, d)`` with a chosen mask and position scheme.
+
+    mask: "none", "causal" (key j <= query i), "causal-rounding" (causal, but every output is
+    shifted by the sum of all inputs and back, so later inputs move earlier outputs by rounding
+    only), "inverted" (j >= i), "next" (j <= i + 1, one step of the future), "last" (causal, and
+    every query also sees the last position), "early" (causal, and query 0 also sees key 1).
+    position: "none", "sinusoidal" or "learned" (added to the input), "rope" (queries and keys
+    rotated), or "rowwise" (no attention at all: tanh(x W) row by row).
+    """
+
+    def __init__(self, d: int, seed: int, mask: str = "none", position: str = "none") -> None:
+        if mask not in LAYER_MASKS or position not in LAYER_POSITIONS or int(d) % 2:
+            raise ValueError(f"unknown layer mask {mask!r} or position {position!r}, or odd width {d}")
+        self.d, self.mask, self.position = int(d), mask, position
+        rng = np.random.default_rng(int(seed))
+        self._w = rng.normal(size=(3, self.d, self.d)) / math.sqrt(self.d)  # (3, d, d): W_q, W_k, W_v
+        self._table = rng.normal(size=(64, self.d))  # (64, d) learned positions
+
+    def __repr__(self) -> str:
+        return f"<layer: (n, {self.d}) -> (n, {self.d})>"
+
+    def _allowed(self, n: int) -> np.ndarray:
+        i, j = np.arange(n)[:, None], np.arange(n)[None, :]  # (n, 1), (1, n)
+        rules = {
+            "none": np.ones((n, n), dtype=bool), "causal": j <= i, "causal-rounding": j <= i,
+            "inverted": j >= i, "next": j <= i + 1, "last": (j <= i) | (j == n - 1),
+            "early": (j <= i) | ((i == 0) & (j == 1)),
+        }
+        return np.broadcast_to(rules[self.mask], (n, n))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError(f"this layer takes x of shape (length, {self.d}), got {x.shape}")
+        n = x.shape[0]
+        if self.position == "rowwise":
+            return np.tanh(np.stack([row @ self._w[0] for row in x]))  # (n, d), each row on its own
+        h = x
+        if self.position == "sinusoidal":
+            pos = np.arange(n)[:, None] / 10000.0 ** (np.arange(0, self.d, 2) / self.d)  # (n, d/2)
+            table = np.zeros((n, self.d))
+            table[:, 0::2], table[:, 1::2] = np.sin(pos), np.cos(pos)
+            h = x + table
+        elif self.position == "learned":
+            if n > len(self._table):
+                raise ValueError(f"this layer has learned positions for at most {len(self._table)} tokens")
+            h = x + self._table[:n]
+        q, k, v = h @ self._w[0], h @ self._w[1], h @ self._w[2]  # (n, d) each
+        if self.position == "rope":
+            q, k = _rotate(q), _rotate(k)
+        out = np.zeros((n, self.d))
+        allowed = self._allowed(n)
+        for i in range(n):  # one query at a time: row i reads only the keys it may see
+            keys = np.flatnonzero(allowed[i])
+            w = _softmax_rows(k[keys] @ q[i] / math.sqrt(self.d))  # (n_allowed,)
+            out[i] = w @ v[keys]
+        if self.mask == "causal-rounding":
+            total = float(x.sum())  # depends on every position, the future included
+            out = (out + total) - total
+        return out
+
+
+def _rotate(x: np.ndarray) -> np.ndarray:
+    """Interleaved RoPE at positions 0 .. n-1 (base 10000)."""
+    n, d = x.shape
+    angle = np.arange(n)[:, None] * 10000.0 ** (-2.0 * np.arange(d // 2) / d)  # (n, d/2)
+    cos, sin = np.cos(angle), np.sin(angle)
+    out = np.empty_like(x)
+    out[:, 0::2] = x[:, 0::2] * cos - x[:, 1::2] * sin
+    out[:, 1::2] = x[:, 0::2] * sin + x[:, 1::2] * cos
+    return out
+
+
+class ProbeAttention:
+    """``attention_fn(query, key, value, mask) -> output``: attention with a boolean mask of one polarity.
+
+    query (..., L, d), key (..., S, d), value (..., S, d_v), mask boolean, broadcastable to
+    (..., L, S). polarity "attend" (True = may attend) or "blocked" (True = blocked). scale
+    multiplies the usual 1/sqrt(d). dtype: the precision it computes and returns in. empty: what a
+    row with no allowed key gets: "nan", "zeros", or "uniform" (a large finite fill).
+    """
+
+    def __init__(self, polarity: str, scale: float = 1.0, dtype: str = "float64", empty: str = "nan") -> None:
+        if polarity not in ("attend", "blocked") or empty not in EMPTY_ROW_POLICIES:
+            raise ValueError(f"unknown polarity {polarity!r} or empty-row policy {empty!r}")
+        self.polarity, self.scale, self.dtype, self.empty = polarity, float(scale), np.dtype(dtype), empty
+
+    def __repr__(self) -> str:
+        return "<attention_fn(query, key, value, mask) -> output>"
+
+    def __call__(self, query: Any, key: Any, value: Any, mask: Any) -> np.ndarray:
+        mask = np.asarray(mask)
+        if mask.dtype != bool:
+            raise TypeError(f"mask must be a boolean array, got dtype {mask.dtype}")
+        q, k, v = (np.asarray(a, dtype=self.dtype) for a in (query, key, value))
+        if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+            raise ValueError("query, key and value need shapes (..., L, d), (..., S, d) and (..., S, d_v)")
+        if q.shape[-1] != k.shape[-1]:
+            raise ValueError(f"query width {q.shape[-1]} differs from key width {k.shape[-1]}")
+        scores = q @ np.swapaxes(k, -1, -2) * self.dtype.type(self.scale / math.sqrt(q.shape[-1]))  # (..., L, S)
+        try:
+            mask = np.broadcast_to(mask, scores.shape)
+        except ValueError:
+            raise ValueError(
+                f"a mask of shape {mask.shape} does not broadcast to the scores' shape {scores.shape}"
+            ) from None
+        allowed = mask if self.polarity == "attend" else ~mask
+        if self.empty == "uniform":
+            fill = self.dtype.type(np.finfo(self.dtype).min)
+        else:
+            fill = self.dtype.type(-np.inf)
+        with np.errstate(invalid="ignore", over="ignore"):
+            weights = _softmax_rows(np.where(allowed, scores, fill))  # (..., L, S)
+        if self.empty == "zeros":
+            weights = np.where(allowed.any(axis=-1, keepdims=True), weights, self.dtype.type(0))
+        return (weights @ v).astype(self.dtype)  # (..., L, d_v)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from lessonlib.exercises.results import FailedCase
-from lessonlib.exercises.runner import Outcome, Value
+from lessonlib.exercises.runner import Outcome, Value, text_of
 
 RTOL = 1e-5
 ATOL = 1e-5  # loose enough for float32 answers; every misconception differs by far more
@@ -94,6 +94,8 @@ def describe_returned(value: Value | None) -> str:
     """A one-line description of what came back (type, shape, values when small)."""
     if value is None:
         return "nothing"
+    if text_of(value) is not None:
+        return f"str {text_of(value)!r}"
     if value.type_name in ("list", "tuple") and value.items is not None:
         if isinstance(value.data, np.ndarray) and not any(i.type_name == "numpy.ndarray" for i in value.items):
             if value.data.size <= 12:
@@ -133,7 +135,9 @@ def _as_bool_if_binary(a: np.ndarray) -> np.ndarray | None:
 
 
 def close(got: Any, target: Any) -> bool:
-    """True when ``got`` equals ``target``: arrays of one shape (NaN = NaN), numbers, tuples."""
+    """True when ``got`` equals ``target``: arrays of one shape (NaN = NaN), numbers, tuples, bools, text."""
+    if isinstance(target, (bool, np.bool_, str)):
+        return type(got) is type(target) and got == target
     if isinstance(target, tuple):
         return (
             isinstance(got, tuple) and len(got) == len(target)
@@ -371,6 +375,8 @@ def _quiet(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _some_finite(x: Any) -> bool:
+    if isinstance(x, (str, bool, np.bool_)):
+        return True
     if isinstance(x, tuple):
         return all(_some_finite(part) for part in x)
     return bool(np.isfinite(np.asarray(x, dtype=float)).any())

@@ -8,6 +8,9 @@
 The command ``lessonlib grade`` does both. Learner code runs only in ``worker.py`` processes
 (see :mod:`lessonlib.grading.sandbox` for the isolation levels); this package reads back JSON and
 ``.npy`` files and judges them with :mod:`lessonlib.exercises`, the same checks learners run.
+LMS downloads are read by :mod:`~lessonlib.grading.lms`, rosters and ``lms-import.csv`` are
+:mod:`~lessonlib.grading.roster`'s, hand-graded written answers :mod:`~lessonlib.grading.manual`'s,
+and :mod:`~lessonlib.grading.gradescope` packs the same checks as a Gradescope autograder.
 """
 
 from lessonlib.grading.batch import BatchResult, GradeSettings, GradingError, Interrupted, grade

@@ -239,7 +239,7 @@ def assess(exercise: Exercise, plan: ExercisePlan, cases: list[Case], task: Task
         return _grade(plan, exercise, plan.status, plan.reason, notes=notes)
     if stopped_grader:
         return _grade(plan, exercise, r.STOPPED_GRADER,
-                      "Running this answer stopped the grading process, so it was not run again and earns no "
+                      "Running this answer stopped the process grading it, so it was not run again and earns no "
                       "points. Your instructor has been told.", notes=notes)
     if task is None or task.fate is None:
         return _grade(plan, exercise, r.CRASHED, "The worker stopped before this exercise could run.", notes=notes)

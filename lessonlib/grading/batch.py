@@ -5,11 +5,12 @@ Output folder layout::
     DIR/grades.csv, summary.csv, grades.json, feedback/<learner>.md   written at the end
     DIR/learners/<learner>.json      one learner's result, written (atomically) when known
     DIR/.grading/state.json          the seed of the hidden cases and the settings
-    DIR/.grading/work/<learner>/     a learner's job while it runs: job.json, inputs.bin,
+    DIR/.grading/work/<learner>/     a learner's job while it runs: job.bin (the worker's stdin),
+                                     worker.out (its stdout), unpacked into
                                      results/<exercise>.started|.frames|.status
 
 Resuming: a learner whose result is saved (for the same files and seed) is not graded again.
-Before each exercise runs, the worker leaves a ``started`` marker; a marker without a result,
+Before each exercise runs, the worker sends a ``started`` record; a marker without a result,
 found when the command is run again, means the grading process died while that exercise ran. If
 it was the only exercise running (or it ran alone), it is blamed: status ``stopped_grader``,
 not run again. If several were running, each is first run again alone, to find the culprit.
@@ -19,7 +20,6 @@ An interruption with Ctrl-C removes the markers of what was running, so nobody i
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 import shutil
@@ -38,12 +38,12 @@ from lessonlib.grading import records as r
 from lessonlib.grading import sandbox, wire
 from lessonlib.grading.assess import assess, manual_grade, read_task
 from lessonlib.grading.files import atomic_write_json, read_json
+from lessonlib.grading.lms import Unattributed, find_learners
 from lessonlib.grading.submissions import (
     CourseNotebook,
     ExercisePlan,
     Learner,
     course_notebooks,
-    discover,
     plan_notebook,
     read_notebook,
 )
@@ -93,6 +93,7 @@ class BatchResult:
     isolation: sandbox.Isolation
     seconds: float
     graded: int  # learners graded by this run (the others were already saved)
+    unattributed: list[Unattributed] = field(default_factory=list)  # LMS files that name no learner
 
 
 @dataclass
@@ -107,6 +108,7 @@ class _Batch:
     cases: dict[str, list[Case]]
     submissions: list[Path]
     seed_digest: str
+    protected: list[Path] = field(default_factory=list)
     isolation: sandbox.Isolation | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
     running: dict[str, subprocess.Popen] = field(default_factory=dict)
@@ -183,6 +185,7 @@ def _blame(batch: _Batch, finished: set[str]) -> None:
         if job_dir.name in finished:
             shutil.rmtree(job_dir, ignore_errors=True)
             continue
+        unpack_records(job_dir, batch.limits)  # what the worker sent before the grading process died
         flights += [(job_dir, key, solo) for key, solo in _in_flight(job_dir)]
     for job_dir, key, solo in flights:
         suspects = _load_suspects(job_dir)
@@ -206,23 +209,23 @@ def _task_key(plan: ExercisePlan) -> str:
     return f"{plan.notebook.removesuffix('.ipynb')}--{plan.exercise}"
 
 
-def _prepare_job(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_dir: Path, solo: bool
-                 ) -> tuple[dict[str, Any], Path]:
-    for name in ("inputs.bin", "results", "scratch", "job.json", "probe.json", "fatal.json"):
+def _prepare_job(batch: _Batch, plans: list[ExercisePlan], job_dir: Path, solo: bool) -> tuple[dict[str, Any],
+                                                                                             list[bytes]]:
+    for name in ("results", sandbox.JOB_FILE, sandbox.OUT_FILE, "scratch", "fatal.json"):
         target = job_dir / name
         if target.is_dir():
             shutil.rmtree(target, ignore_errors=True)
         else:
             target.unlink(missing_ok=True)
     job_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(job_dir, 0o711)  # nobody may pass through to its scratch folder, and read nothing here
+    os.chmod(job_dir, 0o700)
     (job_dir / "results").mkdir(mode=0o700)
     assert batch.isolation is not None
-    job = sandbox.base_job(batch.isolation, batch.limits, job_dir=job_dir, out_dir=batch.out,
-                           submissions=batch.submissions, workers=batch.settings.workers)
-    job["solo"] = solo
-    scratch = sandbox.scratch_folder(batch.isolation, job_dir)
-    job["scratch"] = str(scratch)
+    level = batch.isolation.level
+    job: dict[str, Any] = {
+        "version": 2, "grader_pid": os.getpid(), "level": level, "solo": solo, "tasks": [],
+        "limits": batch.limits.for_job(sandbox.nproc_base(level, batch.settings.workers)),
+    }
     arrays: list[bytes] = []
     encoded: dict[str, list[dict[str, Any]]] = {}
     for plan in plans:
@@ -236,10 +239,31 @@ def _prepare_job(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job
             "program": [{"label": s.label, "filename": s.filename, "source": s.source} for s in plan.program],
             "cases": encoded[plan.exercise],
         })
-    inputs = job_dir / "inputs.bin"
-    inputs.write_bytes(b"".join(arrays))
-    os.chmod(inputs, 0o600)
-    return job, scratch
+    return job, arrays
+
+
+def unpack_records(job_dir: Path, limits: sandbox.Limits) -> str | None:
+    """Turn the worker's records (worker.out) into results/KEY.started|.frames|.status files.
+
+    Returns the worker's fatal error, if it sent one. Safe to call again (the files are rewritten).
+    """
+    results = job_dir / "results"
+    fatal = None
+    for header, payload in sandbox.read_records(job_dir, limits.result_mb * 2**20):
+        kind, key = header.get("kind"), str(header.get("key", ""))
+        if kind == "fatal":
+            fatal = str(header.get("error"))[:500]
+            continue
+        if kind not in ("started", "result") or not key or "/" in key or key.startswith("."):
+            continue
+        results.mkdir(mode=0o700, exist_ok=True)
+        if kind == "started":
+            atomic_write_json(results / f"{key}.started", {"solo": bool(header.get("solo"))}, mode=0o600)
+        else:
+            fate = header.get("fate") if isinstance(header.get("fate"), dict) else {}
+            (results / f"{key}.frames").write_bytes(payload)
+            atomic_write_json(results / f"{key}.status", fate, mode=0o600)
+    return fatal
 
 
 def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) -> int:
@@ -247,7 +271,8 @@ def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) ->
     with batch.lock:
         if batch.stopping.is_set():
             raise Interrupted
-        process = sandbox.start_worker(job_dir)
+        command = sandbox.launch(batch.isolation.level, batch.limits, job_dir, protected=batch.protected)
+        process = sandbox.start_worker(job_dir, command)
         batch.running[learner.key] = process
     try:
         process.wait(timeout=allowance)
@@ -277,22 +302,14 @@ def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_d
     job: dict[str, Any] | None = None
     while remaining:
         if job is None:
-            job, scratch = _prepare_job(batch, learner, remaining, job_dir, solo)
-        else:  # a relaunch after the worker died: only what is left, in a fresh scratch folder
-            assert batch.isolation is not None
+            job, arrays = _prepare_job(batch, remaining, job_dir, solo)
+        else:  # a relaunch after the worker died: only what is left, in a fresh sandbox
             job["tasks"] = [t for t in job["tasks"] if t["key"] in {_task_key(p) for p in remaining}]
-            scratch = sandbox.scratch_folder(batch.isolation, job_dir)
-            job["scratch"] = str(scratch)
-        (job_dir / "job.json").write_text(json.dumps(job))
-        os.chmod(job_dir / "job.json", 0o600)  # it holds every case's inputs: not for learner code
-        try:
-            code = _run_worker(batch, learner, job_dir, len(remaining))
-        finally:
-            if scratch.parent != job_dir:
-                shutil.rmtree(scratch, ignore_errors=True)
-        if code == 3 and (job_dir / "fatal.json").exists():
-            fatal = read_json(job_dir / "fatal.json") or {}
-            raise GradingError(f"the worker's isolation could not be set up: {fatal.get('error')}")
+        sandbox.write_job(job_dir, job, arrays)  # it holds every case's inputs: 0600, not for learner code
+        code = _run_worker(batch, learner, job_dir, len(remaining))
+        fatal = unpack_records(job_dir, batch.limits)
+        if code == 3 and fatal:
+            raise GradingError(f"the worker could not start: {fatal}")
         progressed = False
         for key, _ in _in_flight(job_dir):  # the worker died while this task ran: the task killed it
             suspects[key] = "culprit"
@@ -344,7 +361,7 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bo
         learner=learner.name, key=learner.key, fingerprint=fingerprint, isolation=batch.isolation.level,
         graded_at=datetime.now(UTC).isoformat(timespec="seconds"), exercises=grades,
         notes=list(learner.notes), files={k: v.name for k, v in learner.files.items()},
-        seconds=round(time.perf_counter() - start, 3),
+        seconds=round(time.perf_counter() - start, 3), lms_id=learner.lms_id, late=learner.late,
     )
 
 
@@ -357,7 +374,7 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
     for folder in (out, state, state / "work", out / "learners"):
         folder.mkdir(parents=True, exist_ok=True)
     for folder in (state, out / "learners"):
-        os.chmod(folder, 0o700)  # learner code at level "nobody" cannot look in here
+        os.chmod(folder, 0o700)  # the hidden cases' seed and the saved results: the grader's alone
     seed = _resolve_seed(state, settings.seed)
     root = sandbox.project_root()
     return _Batch(
@@ -365,6 +382,7 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
         saved=out / "learners", courses=course_notebooks(root / "solutions" if root else None),
         cases={name: ex.public_cases() + ex.hidden_cases(seed) for name, ex in EXERCISES.items()},
         submissions=[Path(s).resolve() for s in submissions],
+        protected=sandbox.protected_folders(out, [Path(s).resolve() for s in submissions]),
         seed_digest=hashlib.sha256(str(seed).encode()).hexdigest()[:16],
     )
 
@@ -384,7 +402,8 @@ def _grader_failed(batch: _Batch, learner: Learner, fingerprint: str, exc: Excep
     grades = [r.ExerciseGrade(e.notebook, e.name, 0.0, e.points, r.ERROR, reason[:300], reason)
               for e in EXERCISES.values()]
     return r.LearnerResult(learner.name, learner.key, "", batch.isolation.level if batch.isolation else "?",
-                           datetime.now(UTC).isoformat(timespec="seconds"), grades, list(learner.notes))
+                           datetime.now(UTC).isoformat(timespec="seconds"), grades, list(learner.notes),
+                           lms_id=learner.lms_id, late=learner.late)
 
 
 def _grade_and_save(batch: _Batch, learner: Learner, fingerprint: str, solo: bool = False) -> r.LearnerResult:
@@ -412,19 +431,22 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     paths = [Path(s) for s in submissions]
     batch = _make_batch(paths, settings)
     try:
-        learners = discover(paths, batch.courses)
+        found = find_learners(paths, batch.courses)
     except FileNotFoundError as exc:
         raise GradingError(str(exc)) from None
+    learners = found.learners
     if not learners:
         raise GradingError("no exercise notebooks found in the given submissions")
     fingerprints = {lr.key: _fingerprint(lr, batch.courses, batch.seed_digest) for lr in learners}
     saved = {lr.key: _saved_result(batch, lr, fingerprints[lr.key]) for lr in learners}
     _blame(batch, {k for k, v in saved.items() if v is not None})
-    try:
-        batch.isolation = sandbox.choose_isolation(settings.isolation, batch.limits, work=batch.work,
-                                                   out_dir=batch.out, submissions=batch.submissions)
-    except sandbox.IsolationError as exc:
-        raise GradingError(str(exc)) from None
+    batch.isolation = _recorded_isolation(batch, settings) if all(saved.values()) else None
+    if batch.isolation is None:
+        try:
+            batch.isolation = sandbox.choose_isolation(settings.isolation, batch.limits, work=batch.work,
+                                                       out_dir=batch.out, submissions=batch.submissions)
+        except sandbox.IsolationError as exc:
+            raise GradingError(str(exc)) from None
     done = [v for v in saved.values() if v is not None]
     reporter.start(total=len(learners), resumed=len(done), isolation=batch.isolation, settings=settings)
     for result in done:
@@ -467,4 +489,17 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         raise
     pool.shutdown(wait=True)
     ordered = [results[lr.key] for lr in learners]
-    return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo))
+    return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo), found.unattributed)
+
+
+def _recorded_isolation(batch: _Batch, settings: GradeSettings) -> sandbox.Isolation | None:
+    """When every learner is already graded (a re-run after manual grading), the isolation the
+    gradebook recorded: no worker starts, so none is probed."""
+    data = read_json(batch.out / "grades.json")
+    recorded = data.get("isolation") if isinstance(data, dict) else None
+    if not isinstance(recorded, dict) or recorded.get("level") not in sandbox.LEVELS:
+        return None
+    if settings.isolation not in ("auto", recorded["level"]):
+        return None
+    fields = sandbox.Isolation.__dataclass_fields__
+    return sandbox.Isolation(**{k: v for k, v in recorded.items() if k in fields})

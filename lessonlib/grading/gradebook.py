@@ -1,10 +1,13 @@
-"""The gradebook: grades.csv, summary.csv, grades.json and feedback/<learner>.md, written atomically.
+"""The gradebook: grades.csv, summary.csv, grades.json, manual.csv, feedback/<learner>.md and, with a
+roster, lms-import.csv; each written atomically.
 
 grades.csv has one row per learner and exercise (written questions included, with no points until
-a person grades them); summary.csv one row per learner with the total; grades.json the same data
-with every detail; each feedback file what a learner should read: status, points, the
-misconceptions their answers show with hints, and their written answer marked for manual grading.
-Hidden cases are named in feedback but their inputs and expected outputs are not shown.
+a person grades them in manual.csv); summary.csv one row per learner with the total (and a row per
+roster learner with no submission, and per file no learner could be given); grades.json the same
+data with every detail; each feedback file what a learner should read: status, points, the
+misconceptions their answers show with hints, and their written answer, with the instructor's
+points and comment once graded. Hidden cases are named in feedback but their inputs and expected
+outputs are not shown.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,11 +23,16 @@ from typing import Any
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_json, atomic_write_text
+from lessonlib.grading.lms import Unattributed
+from lessonlib.grading.manual import GRADED_BY_HAND, Mark, apply_marks, write_manual
+from lessonlib.grading.roster import Roster, match, write_lms_import
 from lessonlib.grading.sandbox import Isolation, Limits
 
 GRADES_COLUMNS = ("learner", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
 SUMMARY_COLUMNS = ("learner", "points", "max_points", "percent", "manual_pending", "passed", "exercises",
-                   "flagged", "isolation")
+                   "flagged", "isolation", "lms_id", "notes")
+MISSING = "missing: no submission"
+NOT_IN_ROSTER = "not in the roster"
 MAX_WRITTEN = 20_000
 
 
@@ -46,14 +55,17 @@ def grades_rows(results: Sequence[r.LearnerResult]) -> list[list[str]]:
     ]
 
 
-def summary_rows(results: Sequence[r.LearnerResult]) -> list[list[str]]:
+def summary_rows(results: Sequence[r.LearnerResult], *, not_in_roster: Sequence[str] = ()) -> list[list[str]]:
+    """One row per learner; ``not_in_roster`` holds the keys of learners the roster lacks."""
     rows = []
     for res in results:
         auto = [g for g in res.exercises if g.kind == "auto"]
         percent = 100 * res.points / res.max_points if res.max_points else 0.0
         flagged = "; ".join(f"{g.exercise}: {g.status}" for g in res.flagged)
+        notes = (["late"] if res.late else []) + ([NOT_IN_ROSTER] if res.key in not_in_roster else [])
         rows.append([res.learner, _num(res.points), _num(res.max_points), f"{percent:.1f}", _num(res.manual_pending),
-                     str(sum(g.status == r.PASSED for g in auto)), str(len(auto)), flagged, res.isolation])
+                     str(sum(g.status == r.PASSED for g in auto)), str(len(auto)), flagged, res.isolation,
+                     res.lms_id, "; ".join(notes)])
     return rows
 
 
@@ -68,8 +80,20 @@ def _quote(text: str) -> str:
     return "\n".join("> " + line if line.strip() else ">" for line in text.splitlines())
 
 
-def _exercise_md(g: r.ExerciseGrade) -> list[str]:
+def exercise_markdown(g: r.ExerciseGrade) -> list[str]:
+    """The feedback section of one exercise or written answer, as Markdown lines."""
     words = r.STATUS_WORDS.get(g.status, g.status)
+    if g.kind == "manual" and g.status == GRADED_BY_HAND:
+        lines = [f"### {g.exercise} (written answer): {_num(g.points)} / {_num(g.max_points)} points, graded by hand",
+                 ""]
+        lines += [note for note in g.notes if note.startswith("Question:")] + [""]
+        if g.answer_text:
+            lines += ["Your answer:", "", _quote(g.answer_text), ""]
+        if g.diagnosis:
+            lines += [f"Rubric: {g.diagnosis}", ""]
+        if g.reason:
+            lines += ["Your instructor's comment:", "", _quote(g.reason), ""]
+        return lines
     if g.kind == "manual":
         lines = [f"### {g.exercise} (written answer, {_num(g.max_points)} points): {words}", ""]
         lines += [note for note in g.notes if note.startswith("Question:")] + [""]
@@ -115,14 +139,16 @@ def feedback_markdown(result: r.LearnerResult) -> str:
     """The feedback file of one learner."""
     manual = [g for g in result.exercises if g.kind == "manual"]
     lines = [f"# Feedback: {result.learner}", ""]
-    total = f"Automatic checks: **{_num(result.points)} / {_num(result.max_points)} points**."
+    total = f"Automatic checks: **{_num(result.auto_points)} / {_num(result.auto_max_points)} points**."
     if result.manual_pending:
         total += f" Written answers ({_num(result.manual_pending)} points) are graded by hand."
+    elif any(g.status == GRADED_BY_HAND for g in manual):
+        total += f" Total with the written answers: **{_num(result.points)} / {_num(result.max_points)} points**."
     lines += [total, "", "| notebook | exercise | points | result |", "|---|---|---|---|"]
     for g in result.exercises:
         points = "to be graded" if g.points is None else f"{_num(g.points)} / {_num(g.max_points)}"
-        lines.append(f"| {g.notebook.removesuffix('.ipynb')} | {g.exercise} | {points} | "
-                     f"{r.STATUS_WORDS.get(g.status, g.status)} |")
+        words = "graded by hand" if g.status == GRADED_BY_HAND else r.STATUS_WORDS.get(g.status, g.status)
+        lines.append(f"| {g.notebook.removesuffix('.ipynb')} | {g.exercise} | {points} | {words} |")
     lines.append("")
     for note in result.notes:
         lines += [f"Note: {note}", ""]
@@ -131,13 +157,19 @@ def feedback_markdown(result: r.LearnerResult) -> str:
         lines += [f"## {notebook}", ""]
         for g in result.exercises:
             if g.notebook == notebook:
-                lines += _exercise_md(g)
+                lines += exercise_markdown(g)
     if manual:
         lines += ["---", "", "_Written answers marked \"needs manual grading\" have no points yet._", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits, workers: int) -> dict:
+def course_max_points() -> float:
+    """Every point of the course: the exercises and the written questions."""
+    return round(sum(e.points for e in EXERCISES.values()) + sum(q.points for q in MANUAL_QUESTIONS.values()), 2)
+
+
+def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits, workers: int,
+                   *, unattributed: Sequence[Unattributed] = (), roster: dict | None = None) -> dict:
     return {
         "tool": "lessonlib grade",
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -152,23 +184,57 @@ def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, lim
                         for q in MANUAL_QUESTIONS.values()],
         "columns": {"grades.csv": list(GRADES_COLUMNS), "summary.csv": list(SUMMARY_COLUMNS)},
         "learners": [res.to_dict() for res in results],
+        "unattributed": [{"path": str(u.path), "reason": u.reason} for u in unattributed],
+        "roster": roster,
     }
+
+
+@dataclass
+class Written:
+    """The files written, and what the roster showed."""
+
+    paths: list[Path] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # roster learners without a submission
+    not_in_roster: list[str] = field(default_factory=list)  # learners the roster lacks
+
+    @property
+    def feedback(self) -> list[Path]:
+        return [p for p in self.paths if p.parent.name == "feedback"]
 
 
 def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits,
-                    workers: int) -> list[Path]:
-    """Write every gradebook file (each one atomically); returns their paths."""
+                    workers: int, *, unattributed: Sequence[Unattributed] = (), roster: Roster | None = None,
+                    marks: dict[tuple[str, str], Mark] | None = None) -> Written:
+    """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied."""
     out = Path(out)
-    written = []
+    marks = marks or {}
+    graded = apply_marks(results, marks)
+    written = Written()
+    summary = None
+    roster_info = None
+    if roster is not None:
+        matched = match(roster, graded)
+        written.missing = [roster.learner_name(row) for row in matched.missing]
+        written.not_in_roster = [res.key for res in matched.not_in_roster]
+        written.paths.append(write_lms_import(out, roster, matched, course_max_points()))
+        summary = [[roster.learner_name(row), "0", _num(course_max_points()), "0.0", "", "0", "", "", "",
+                    roster.learner_id(row), MISSING] for row in matched.missing]
+        roster_info = {"file": str(roster.path), "kind": roster.kind, "column": roster.column,
+                       "new_column": roster.new_column, "missing": written.missing,
+                       "not_in_roster": written.not_in_roster}
+    rows = summary_rows(graded, not_in_roster=written.not_in_roster) + (summary or [])
+    rows += [["(unattributed)", "", "", "", "", "", "", "", "", "", f"{u.path}: {u.reason}"] for u in unattributed]
     files = {
-        "grades.csv": _csv(grades_rows(results), GRADES_COLUMNS),
-        "summary.csv": _csv(summary_rows(results), SUMMARY_COLUMNS),
+        "grades.csv": _csv(grades_rows(graded), GRADES_COLUMNS),
+        "summary.csv": _csv(rows, SUMMARY_COLUMNS),
     }
-    for res in results:
+    for res in graded:
         files[f"feedback/{res.key}.md"] = feedback_markdown(res)
     for name, text in files.items():
         atomic_write_text(out / name, text)
-        written.append(out / name)
-    atomic_write_json(out / "grades.json", gradebook_json(results, isolation, limits, workers))
-    written.append(out / "grades.json")
+        written.paths.append(out / name)
+    written.paths.append(write_manual(out, results, marks))
+    atomic_write_json(out / "grades.json", gradebook_json(graded, isolation, limits, workers,
+                                                          unattributed=unattributed, roster=roster_info))
+    written.paths.append(out / "grades.json")
     return written

@@ -46,6 +46,9 @@ class Progress(Reporter):
 
     def start(self, *, total: int, resumed: int, isolation: Isolation, settings: GradeSettings) -> None:
         self.total, self.started = total, time.perf_counter()
+        if isolation.warning:  # printed even with --quiet: the instructor must know
+            self._line(isolation.warning)
+            self._line(f"  (isolation: {isolation.level}; {isolation.reason})")
         if self.quiet:
             return
         again = f", {resumed} already graded (resuming)" if resumed else ""

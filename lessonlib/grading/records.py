@@ -6,6 +6,7 @@ Statuses (the ``status`` column of grades.csv):
 passed, failed            judged by the exercise's check (failed: some cases wrong)
 not_attempted             the stub is still there (or no written answer yet)
 needs_manual_grading      a written answer, copied into the feedback for a person to grade
+graded_by_hand            a written answer whose points were given in manual.csv
 not_submitted             the learner handed in no such notebook
 malformed                 the notebook file could not be read as a notebook
 missing_answer            the answer cell was deleted, or no longer defines the function
@@ -34,11 +35,11 @@ PASSED, FAILED, NOT_ATTEMPTED, NEEDS_MANUAL = Status.PASSED, Status.FAILED, Stat
 NOT_SUBMITTED, MALFORMED, MISSING_ANSWER = Status.NOT_SUBMITTED, Status.MALFORMED, Status.MISSING_ANSWER
 CELL_ERROR, TIMEOUT, MEMORY, PROCESS_LIMIT = Status.CELL_ERROR, Status.TIMEOUT, Status.MEMORY, Status.PROCESS_LIMIT
 EXITED, CRASHED, TOO_LARGE, USES_LESSONLIB = Status.EXITED, Status.CRASHED, Status.TOO_LARGE, Status.USES_LESSONLIB
-STOPPED_GRADER, ERROR = Status.STOPPED_GRADER, Status.ERROR
+STOPPED_GRADER, ERROR, GRADED_BY_HAND = Status.STOPPED_GRADER, Status.ERROR, Status.GRADED_BY_HAND
 
 STATUS_WORDS = {
     PASSED: "passed", FAILED: "failed", NOT_ATTEMPTED: "not attempted",
-    NEEDS_MANUAL: "needs manual grading", NOT_SUBMITTED: "not submitted",
+    NEEDS_MANUAL: "needs manual grading", GRADED_BY_HAND: "graded by hand", NOT_SUBMITTED: "not submitted",
     MALFORMED: "notebook could not be read", MISSING_ANSWER: "answer cell missing",
     CELL_ERROR: "answer cell error", TIMEOUT: "stopped: time limit", MEMORY: "stopped: memory limit",
     PROCESS_LIMIT: "stopped: process limit", EXITED: "exited the interpreter", CRASHED: "crashed",
@@ -95,13 +96,25 @@ class LearnerResult:
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    lms_id: str = ""  # the LMS's id for this learner (Canvas user id, Moodle participant id)
+    late: bool = False  # the LMS marked the submission late
 
     @property
     def points(self) -> float:
-        return round(sum(e.points or 0.0 for e in self.exercises if e.kind == "auto"), 2)
+        """Every point earned: automatic checks, and written answers once graded by hand."""
+        return round(sum(e.points or 0.0 for e in self.exercises), 2)
 
     @property
     def max_points(self) -> float:
+        """Every point there is, written answers included."""
+        return round(sum(e.max_points for e in self.exercises), 2)
+
+    @property
+    def auto_points(self) -> float:
+        return round(sum(e.points or 0.0 for e in self.exercises if e.kind == "auto"), 2)
+
+    @property
+    def auto_max_points(self) -> float:
         return round(sum(e.max_points for e in self.exercises if e.kind == "auto"), 2)
 
     @property

@@ -1,18 +1,21 @@
-"""The worker's isolation, seen from the grading process: levels, limits, start-up and a probe.
+"""The worker's isolation, seen from the grading process: levels, limits, the command line, a probe.
 
-Three levels, the strongest that works here is chosen (``--isolation auto``):
+Two levels; ``--isolation auto`` takes the first that a trial run verifies:
 
-- ``namespaces`` (root, and the kernel lets us unshare): new mount, PID, network, IPC and UTS
-  namespaces; the course files, the output folder, every submission, /root, /home and the temp
-  folders hidden under empty tmpfs mounts; learner code runs as ``nobody`` with no network.
-- ``nobody`` (root, namespaces refused): learner code runs as ``nobody``: it cannot write the
-  output folder or signal the grader, but it can read world-readable files and use the network.
-- ``limits`` (not root): learner code runs as the grading user, in a separate process with
-  resource limits and a scratch folder, and can read and write whatever that user can.
+- ``bubblewrap``: the worker runs inside a bubblewrap sandbox (``bwrap``, Debian/Ubuntu package
+  ``bubblewrap``), for root and for an ordinary user alike. New user (as an ordinary user), mount,
+  PID, network, IPC and UTS namespaces; the root is an empty tmpfs holding only the system
+  libraries and the Python installation (read-only), the worker's three files and an empty
+  scratch folder: nothing of the course, the output folder or any submission exists in there.
+  As root, learner code runs as ``nobody``. The worker is PID 1 of the sandbox, so learner code
+  cannot signal it, and the grading process is not in its PID namespace at all.
+- ``limits``: the worker runs as the grading user with resource limits only. Learner code can
+  read and write whatever that user can (solutions/ and the output folder included), use the
+  network and signal the grader: :data:`LIMITS_WARNING` says so, loudly, at every run.
 
-All levels apply the same resource limits (CPU time, address space, processes, file size) and
-the same bounded, plain-data results. The probe tests the chosen level before the batch starts,
-and the gradebook records what it found.
+Both levels apply the same resource limits (CPU time, address space, processes, file size) and
+the same bounded, plain-data results. The worker reads its job on stdin and writes its results
+on stdout (see ``worker.py``), so it needs no view of the job folder.
 """
 
 from __future__ import annotations
@@ -24,38 +27,40 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import lessonlib
+from lessonlib.grading import wire
 
-LEVELS = ("namespaces", "nobody", "limits")
+LEVELS = ("bubblewrap", "limits")
 WORKER = Path(__file__).with_name("worker.py")
 WIRE = Path(__file__).with_name("wire.py")
 RUNNER = Path(__file__).resolve().parents[1] / "exercises" / "runner.py"
 
-# Folders that must stay visible whatever else is hidden (never masked, nor any of their parents).
-_SYSTEM = ("/", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/sys", "/opt", "/var")
-_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+INSIDE = "/lessonlib-grader"  # where the worker's three files appear in the sandbox
+SCRATCH = "/scratch"
+JOB_FILE = "job.bin"  # the job, fed to the worker's stdin: one JSON frame, then the inputs' .npy frames
+OUT_FILE = "worker.out"  # the worker's stdout: records (see read_records)
 
-# At level "nobody", when nobody cannot read the interpreter's own files, these are imported
-# before learner code runs (numpy and the common standard modules always are).
-PREIMPORT_FOR_NOBODY = ("matplotlib", "matplotlib.pyplot", "heapq", "bisect", "array", "struct", "time",
-                        "textwrap", "pprint", "enum", "contextlib", "inspect", "json", "csv")
+# System folders bound read-only (a symbolic link, as /lib on merged-/usr systems, stays a link).
+_SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
+# From /etc only what the dynamic loader and the time zone need (never passwd, shadow or keys).
+_ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime")
 
 SUMMARY = {
-    "namespaces": "learner code runs as nobody, without network, with the course files, the output "
-                  "folder and other submissions hidden, under resource limits",
-    "nobody": "learner code runs as nobody under resource limits; it can read world-readable files "
-              "(including the course files) and use the network",
-    "limits": "learner code runs as the grading user under resource limits; it can read and write "
-              "whatever that user can",
+    "bubblewrap": "learner code runs in a bubblewrap sandbox: no network, no course files, no output "
+                  "folder, no other submissions, cannot signal the grader; under resource limits",
+    "limits": "learner code runs as the grading user under resource limits only",
 }
+LIMITS_WARNING = (
+    "WARNING: learner code is NOT isolated. It runs as {user} and can read and write every file "
+    "{user} can (solutions/, the output folder and other learners' submissions included), open "
+    "network connections, and signal the grading process. Only CPU time, memory, processes and "
+    "file size are limited. Install bubblewrap (Debian/Ubuntu: apt install bubblewrap) to isolate it."
+)
 
 
 class IsolationError(RuntimeError):
@@ -91,20 +96,16 @@ class Limits:
 
 @dataclass(frozen=True)
 class Isolation:
-    """The level in use, why, and what the probe verified."""
+    """The level in use, why, what the probe verified, and (for ``limits``) what is not protected."""
 
     level: str
     summary: str
     reason: str = ""
     verified: dict[str, Any] = field(default_factory=dict)
-    uid: int | None = None
-    gid: int | None = None
+    warning: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("uid")
-        data.pop("gid")
-        return data
+        return asdict(self)
 
 
 def nobody() -> tuple[int, int]:
@@ -116,93 +117,182 @@ def nobody() -> tuple[int, int]:
         return 65534, 65534
 
 
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
 def project_root() -> Path | None:
     """The source checkout holding the course files, when lessonlib runs from one."""
     root = Path(lessonlib.__file__).resolve().parents[1]
     return root if (root / "pyproject.toml").exists() else None
 
 
-def _is_system(path: Path) -> bool:
-    text = str(path)
-    return any(s == text or s.startswith(text.rstrip("/") + "/") for s in _SYSTEM)
+def count_processes(uid: int) -> int:
+    """Processes running as ``uid`` now, from /proc (the process limit counts from here)."""
+    n = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    for line in f:
+                        if line.startswith("Uid:"):
+                            n += int(line.split()[1]) == uid
+                            break
+            except OSError:
+                pass
+    return n
+
+
+def bwrap() -> str | None:
+    """The bubblewrap executable, if installed."""
+    return shutil.which("bwrap")
 
 
 def _real(path: Path | str) -> Path:
     return Path(os.path.realpath(path))
 
 
-def hidden_folders(out_dir: Path, submissions: Sequence[Path]) -> list[Path]:
-    """Every folder the namespaces level hides under an empty tmpfs."""
-    package = _real(Path(lessonlib.__file__).parent)
-    root = project_root()
-    wanted = [root or package, out_dir, Path.home(), Path("/root"), Path("/home"), Path.cwd()]
-    wanted += [s if s.is_dir() else s.parent for s in submissions]
-    wanted += [Path(t) for t in _TEMP_DIRS] + [Path(tempfile.gettempdir())]
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def interpreter_folders() -> list[Path]:
+    """Folders the worker's Python needs: the environment, its base installation, NumPy's folder."""
+    import numpy as np
+
     found: list[Path] = []
-    for path in map(_real, wanted):
-        if path.is_dir() and not _is_system(path) and path not in found:
-            found.append(path)
-    return found
+    for p in (sys.prefix, sys.base_prefix, Path(sys.executable).parent, Path(np.__file__).parent):
+        for path in {Path(os.path.abspath(p)), _real(p)}:
+            if path.is_dir() and not any(_within(path, f) for f in found):
+                found = [f for f in found if not _within(f, path)] + [path]
+    return sorted(found)
 
 
-def isolation_plan(isolation: Isolation, *, out_dir: Path, submissions: Sequence[Path],
-                   job_dir: Path) -> dict[str, Any]:
-    """The ``isolation`` part of a job: level, user, and for namespaces what to hide and keep."""
-    plan: dict[str, Any] = {"level": isolation.level, "uid": isolation.uid, "gid": isolation.gid,
-                            "masks": [], "keeps": [], "late_masks": [], "preimport": []}
-    if isolation.level == "nobody" and isolation.verified.get("interpreter_imports") is False:
-        # nobody cannot read the interpreter's files here: load what answer cells commonly use first
-        plan["preimport"] = list(PREIMPORT_FOR_NOBODY)
-    if isolation.level != "namespaces":
-        return plan
-    temp = {str(_real(t)) for t in (*_TEMP_DIRS, tempfile.gettempdir())}
-    for path in hidden_folders(out_dir, submissions):
-        writable_temp = str(path) in temp
-        plan["masks"].append({"path": str(path), "mode": "1777" if writable_temp else "0755",
-                              "size": "16m" if writable_temp else "1m"})
-    keeps = [sys.prefix, sys.base_prefix, Path(np.__file__).parent]
-    plan["keeps"] = [{"path": str(_real(k)), "writable": False} for k in keeps]
-    plan["keeps"].append({"path": str(_real(job_dir)), "writable": True})
-    package = _real(Path(lessonlib.__file__).parent)
-    if any(str(package).startswith(k["path"] + "/") for k in plan["keeps"]):
-        plan["late_masks"].append(str(package))  # lessonlib installed inside a kept folder
-    return plan
+def protected_folders(out_dir: Path, submissions: Sequence[Path]) -> list[Path]:
+    """What learner code must never see: the course, the output folder, the submissions, homes."""
+    root = project_root() or _real(Path(lessonlib.__file__).parent)
+    paths = [root, out_dir, *[s if s.is_dir() else s.parent for s in submissions]]
+    return [_real(p) for p in paths]
 
 
-def scratch_folder(isolation: Isolation, job_dir: Path) -> Path:
-    """Where learner code runs. At level "nobody" it must lie outside the (private) output folder."""
-    if isolation.level == "nobody":
-        path = Path(tempfile.mkdtemp(prefix="lessonlib-scratch-"))
-        os.chown(path, isolation.uid or 65534, isolation.gid or 65534)
-        return path
-    path = job_dir / "scratch"  # namespaces: a tmpfs is mounted here; limits: used as it is
-    path.mkdir(mode=0o700, exist_ok=True)
-    return path
+def bwrap_command(python_args: list[str], limits: Limits, *, protected: Sequence[Path]) -> list[str]:
+    """The ``bwrap ...`` command that runs ``python_args`` (after the interpreter) in the sandbox.
+
+    Raises IsolationError when a folder the interpreter needs holds a protected folder (binding
+    it would expose the course or the output folder).
+    """
+    exe = bwrap()
+    if exe is None:
+        raise IsolationError("bwrap is not installed")
+    command = [exe, "--die-with-parent", "--new-session", "--as-pid-1", "--clearenv"]
+    root = os.geteuid() == 0
+    if root:  # no user namespace: learner code becomes the real nobody (setpriv, below)
+        command += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    else:
+        command += ["--unshare-all", "--unshare-user", "--disable-userns"]
+    for folder in _SYSTEM:
+        if os.path.islink(folder):
+            command += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            command += ["--ro-bind", folder, folder]
+    for entry in _ETC:
+        command += ["--ro-bind-try", entry, entry]
+    made: set[str] = set()
+
+    def parents(path: Path) -> list[str]:  # bubblewrap would make them 0700 as root: make them 0755
+        new = [str(p) for p in reversed(path.parents) if str(p) != "/" and str(p) not in made]
+        made.update(new)
+        return [arg for p in new for arg in ("--perms", "0755", "--dir", p)]
+
+    for folder in interpreter_folders():
+        exposed = [p for p in protected if _within(p, folder)]
+        if exposed:
+            raise IsolationError(f"the Python installation in {folder} contains {exposed[0]}, which learner "
+                                 "code must not see: use a Python installed elsewhere")
+        command += [*parents(folder), "--ro-bind", str(folder), str(folder)]
+    command += parents(Path(INSIDE, WORKER.name))
+    for source in (WORKER, RUNNER, WIRE):
+        command += ["--ro-bind", str(source), f"{INSIDE}/{source.name}"]
+    command += ["--proc", "/proc", "--dev", "/dev"]
+    for folder in ("/tmp", "/dev/shm", SCRATCH):  # the only writable places, each of bounded size
+        command += ["--perms", "1777", "--size", str(limits.scratch_mb * 2**20), "--tmpfs", folder]
+    # the sandbox's own root and /dev are unbounded tmpfs: read-only, so they cannot fill the memory
+    command += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH]
+    for name, value in worker_env(SCRATCH).items():
+        command += ["--setenv", name, value]
+    command.append("--")
+    if root:
+        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+        uid, gid = nobody()
+        command += [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
+                    "--bounding-set=-all", "--no-new-privs"]
+    return command + [sys.executable, *python_args]
 
 
-def worker_env() -> dict[str, str]:
+def worker_env(scratch: str) -> dict[str, str]:
     """A small environment: nothing of the grader's (no tokens, no seed) reaches the worker."""
     return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
-        "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "HOME": scratch,
+        "TMPDIR": scratch, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
 
 
-def start_worker(job_dir: Path, *, probe: bool = False) -> subprocess.Popen:
-    """Start ``worker.py`` on ``job_dir`` in its own session; its stderr goes to worker.log."""
-    command = [sys.executable, "-I", "-B", str(WORKER)] + (["--probe"] if probe else []) + [str(job_dir)]
+@dataclass(frozen=True)
+class Launch:
+    """How to start a worker at a given level: the command and the folder it starts in."""
+
+    command: list[str]
+    cwd: Path
+
+
+def launch(level: str, limits: Limits, job_dir: Path, *, protected: Sequence[Path], probe: bool = False) -> Launch:
+    """The command that starts ``worker.py`` for one job at ``level``."""
+    flags = ["--probe"] if probe else []
+    if level == "bubblewrap":
+        args = ["-I", "-B", f"{INSIDE}/{WORKER.name}", *flags, f"{INSIDE}/{RUNNER.name}", f"{INSIDE}/{WIRE.name}"]
+        return Launch(bwrap_command(args, limits, protected=protected), job_dir)
+    scratch = job_dir / "scratch"
+    scratch.mkdir(mode=0o700, exist_ok=True)
+    return Launch([sys.executable, "-I", "-B", str(WORKER), *flags, str(RUNNER), str(WIRE)], scratch)
+
+
+def nproc_base(level: str, workers: int) -> int:
+    """Processes the limit counts before learner code starts one: RLIMIT_NPROC counts per user.
+
+    In an ordinary user's sandbox (a new user namespace) only the sandbox's own processes count
+    (the worker and the child); as root, learner code is the real nobody, counted system-wide.
+    """
+    if level == "bubblewrap":
+        return 2 if os.geteuid() != 0 else count_processes(nobody()[0]) + 2 * workers
+    return count_processes(os.getuid()) + 2 * workers
+
+
+def write_job(job_dir: Path, job: dict[str, Any], arrays: Sequence[bytes] = ()) -> None:
+    """The worker's stdin: the job as one JSON frame, then the inputs' ``.npy`` frames."""
+    path = job_dir / JOB_FILE
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        f.write(wire.json_frame(job))
+        f.write(b"".join(arrays))
+
+
+def start_worker(job_dir: Path, command: Launch) -> subprocess.Popen:
+    """Start the worker on ``job_dir/job.bin`` in its own session; stdout to worker.out, stderr to worker.log."""
     log_path = job_dir / "worker.log"
     log_path.touch(mode=0o600)
-    with open(log_path, "ab") as log:
+    out_fd = os.open(job_dir / OUT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(job_dir / JOB_FILE, "rb") as stdin, open(out_fd, "wb") as stdout, open(log_path, "ab") as log:
         return subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-            env=worker_env(), cwd=job_dir, start_new_session=True, close_fds=True,
+            command.command, stdin=stdin, stdout=stdout, stderr=log, env=worker_env(str(command.cwd)),
+            cwd=command.cwd, start_new_session=True, close_fds=True,
         )
 
 
 def stop_worker(process: subprocess.Popen) -> None:
-    """Kill the worker's whole process group (its zygote and children die with it)."""
+    """Kill the worker's whole process group (bubblewrap takes the sandbox down with it)."""
     try:
         os.killpg(process.pid, 9)
     except OSError:
@@ -214,32 +304,33 @@ def stop_worker(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def count_processes(uid: int) -> int:
-    """Processes running as ``uid`` now (the process limit for nobody counts from here)."""
-    n = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                status = Path(f"/proc/{entry}/status").read_text()
-            except OSError:
-                continue
-            for line in status.splitlines():
-                if line.startswith("Uid:"):
-                    n += int(line.split()[1]) == uid
-                    break
-    return n
+def read_records(job_dir: Path, result_limit: int) -> list[tuple[dict[str, Any], bytes]]:
+    """The worker's records from ``worker.out``: (header, payload) pairs, a cut-off tail ignored.
 
-
-def base_job(isolation: Isolation, limits: Limits, *, job_dir: Path, out_dir: Path,
-             submissions: Sequence[Path], workers: int) -> dict[str, Any]:
-    """The parts of job.json every job shares (tasks and probe settings are added by the caller)."""
-    nproc_base = count_processes(isolation.uid) + workers if isolation.uid is not None else 0
-    return {
-        "version": 1, "grader_pid": os.getpid(), "solo": False,
-        "runner_path": str(RUNNER), "wire_path": str(WIRE),
-        "isolation": isolation_plan(isolation, out_dir=out_dir, submissions=submissions, job_dir=job_dir),
-        "limits": limits.for_job(nproc_base), "tasks": [],
-    }
+    A record is a JSON frame with ``kind`` (started, result, probe, fatal) and ``size``, followed
+    by ``size`` raw bytes (a task's frames, at most ``result_limit``).
+    """
+    try:
+        data = (job_dir / OUT_FILE).read_bytes()
+    except OSError:
+        return []
+    records = []
+    at = 0
+    while at < len(data):
+        frames, _ = wire.split_frames(data[at:at + wire.HEADER_SIZE + wire.MAX_JSON_FRAME], limit=1)
+        if not frames or frames[0][0] != "json":
+            break
+        try:
+            header = wire.load_json(frames[0][1])
+        except wire.WireError:
+            break
+        at += wire.HEADER_SIZE + len(frames[0][1])
+        size = header.get("size", 0) if isinstance(header, dict) else -1
+        if not isinstance(size, int) or size < 0 or size > result_limit + 2**16 or at + size > len(data):
+            break
+        records.append((header, data[at:at + size]))
+        at += size
+    return records
 
 
 # --- the probe ----------------------------------------------------------------------------------
@@ -254,12 +345,9 @@ def _course_file() -> Path:
 
 
 def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: Sequence[Path]) -> dict[str, Any]:
-    uid, gid = nobody() if level != "limits" else (None, None)
-    candidate = Isolation(level, SUMMARY[level], uid=uid, gid=gid)
     job_dir = work / f"probe-{level}"
     shutil.rmtree(job_dir, ignore_errors=True)
-    job_dir.mkdir(parents=True)
-    os.chmod(job_dir, 0o711)
+    job_dir.mkdir(parents=True, mode=0o700)
     secret = work / "probe-secret.txt"
     secret.write_text("only the grading process may read this\n")
     readable = {"course_file": str(_course_file()), "output_folder": str(secret)}
@@ -270,30 +358,32 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
-    scratch = scratch_folder(candidate, job_dir)
     try:
-        job = base_job(candidate, limits, job_dir=job_dir, out_dir=out_dir, submissions=submissions, workers=1)
-        job["scratch"] = str(scratch)
-        job["probe"] = {"read": list(readable.values()), "write": [str(work / "probe-write.txt")],
-                        "connect": list(listener.getsockname())}
-        (job_dir / "job.json").write_text(json.dumps(job))
-        process = start_worker(job_dir, probe=True)
+        command = launch(level, limits, job_dir, protected=protected_folders(out_dir, submissions), probe=True)
+        job = {"version": 2, "grader_pid": os.getpid(), "level": level, "solo": False,
+               "limits": limits.for_job(nproc_base(level, 1)), "tasks": [],
+               "probe": {"read": list(readable.values()), "write": [str(work / "probe-write.txt")],
+                         "connect": list(listener.getsockname()), "grader_pid": os.getpid()}}
+        write_job(job_dir, job)
+        process = start_worker(job_dir, command)
         try:
             process.wait(timeout=120)
         except subprocess.TimeoutExpired:
             stop_worker(process)
-        fatal = job_dir / "fatal.json"
-        if fatal.exists():
-            return {"error": json.loads(fatal.read_text())["error"]}
-        report_path = job_dir / "probe.json"
-        if not report_path.exists():
+        records = read_records(job_dir, limits.result_mb * 2**20)
+        fatal = [h for h, _ in records if h.get("kind") == "fatal"]
+        if fatal:
+            return {"error": str(fatal[0].get("error"))[:500]}
+        reports = [payload for h, payload in records if h.get("kind") == "probe"]
+        if not reports:
             log = (job_dir / "worker.log").read_text(errors="replace")[-500:]
             return {"error": f"the probe worker ended with status {process.returncode} ({log.strip()})"}
-        report = json.loads(report_path.read_text())
+        report = json.loads(reports[0].decode() or "{}")
+    except IsolationError as exc:
+        return {"error": str(exc)}
     finally:
         listener.close()
         shutil.rmtree(job_dir, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
         secret.unlink(missing_ok=True)
         (work / "probe-write.txt").unlink(missing_ok=True)
     report["names"] = {v: k for k, v in readable.items()}
@@ -307,29 +397,32 @@ def _findings(report: dict[str, Any], level: str) -> tuple[dict[str, Any], list[
     wrote = any(v is True for v in report.get("writable", {}).values())
     uid = report.get("uid")
     verified = {
-        "runs_as": "nobody" if uid == nobody()[0] else f"uid {uid}",
+        "runs_as": _user_name(uid) if isinstance(uid, int) and level == "limits" else
+        ("nobody" if os.geteuid() == 0 else f"{_user_name(os.getuid())} in a user namespace (uid {uid} inside)"),
         "course_files_readable": readable.get("course_file"),
         "other_submissions_readable": readable.get("submission"),
         "output_folder_readable": readable.get("output_folder"),
         "output_folder_writable": wrote,
         "network": report.get("network") is True,
-        "can_signal_parent": report.get("can_signal_parent"),
+        "can_signal_grader": report.get("can_signal_grader") is True,
+        "can_fork": report.get("fork") is True,
         "interpreter_imports": report.get("imports") is True,
     }
     problems = []
-    if level in ("namespaces", "nobody"):
-        if uid != nobody()[0]:
-            problems.append(f"learner code ran as uid {uid}, not nobody")
+    if level == "bubblewrap":
+        problems += [f"learner code could read the {what.replace('_', ' ')}" for what, ok in readable.items() if ok]
         if wrote:
             problems.append("learner code could write into the output folder")
-        if report.get("can_signal_parent"):
-            problems.append("learner code could signal the worker")
-    if level == "namespaces":
-        problems += [f"learner code could read the {what.replace('_', ' ')}" for what, ok in readable.items() if ok]
         if verified["network"]:
             problems.append("learner code could open a network connection")
-        if not verified["interpreter_imports"]:
-            problems.append(f"the interpreter's modules were not importable ({report.get('imports')})")
+        if verified["can_signal_grader"]:
+            problems.append("learner code could signal the grading process")
+        if os.geteuid() == 0 and uid != nobody()[0]:
+            problems.append(f"learner code ran as uid {uid}, not nobody")
+    if not verified["interpreter_imports"]:
+        problems.append(f"the interpreter's modules were not importable ({report.get('imports')})")
+    if not verified["can_fork"]:
+        problems.append(f"learner code could not start a process within the limit ({report.get('fork')})")
     return verified, problems
 
 
@@ -338,15 +431,12 @@ def choose_isolation(requested: str, limits: Limits, *, work: Path, out_dir: Pat
     """The strongest level that holds here (``requested="auto"``), or the requested one, probed."""
     if requested not in ("auto", *LEVELS):
         raise IsolationError(f"unknown isolation {requested!r}: expected auto, {', '.join(LEVELS)}")
-    root = os.geteuid() == 0
-    if requested in ("namespaces", "nobody") and not root:
-        raise IsolationError(f"isolation {requested!r} needs the grader to run as root")
-    if requested == "auto":
-        candidates = ["namespaces", "nobody", "limits"] if root else ["limits"]
-    else:
-        candidates = [requested]
+    candidates = list(LEVELS) if requested == "auto" else [requested]
     refused: list[str] = []
     for level in candidates:
+        if level == "bubblewrap" and bwrap() is None:
+            refused.append("bubblewrap: bwrap is not installed")
+            continue
         report = _probe(level, limits, work, out_dir, submissions)
         if "error" in report:
             refused.append(f"{level}: {report['error']}")
@@ -355,16 +445,12 @@ def choose_isolation(requested: str, limits: Limits, *, work: Path, out_dir: Pat
         if problems:
             refused.append(f"{level}: {'; '.join(problems)}")
             continue
-        uid, gid = nobody() if level != "limits" else (None, None)
         if refused:
-            reason = "stronger levels failed here (" + " | ".join(refused) + ")"
-        elif level == "limits" and not root:
-            reason = "the grader does not run as root, so it cannot change user or hide files"
-        elif level == requested == "limits" and root:
-            reason = "requested with --isolation; as root, the kernel does not apply the process limit"
+            reason = "bubblewrap could not be used here (" + " | ".join(refused) + ")"
         elif level == requested:
             reason = "requested with --isolation"
         else:
-            reason = "the strongest level; it holds here"
-        return Isolation(level, SUMMARY[level], reason, verified, uid, gid)
+            reason = "the strongest level; the probe verified it"
+        warning = LIMITS_WARNING.format(user=_user_name(os.getuid())) if level == "limits" else ""
+        return Isolation(level, SUMMARY[level], reason, verified, warning)
     raise IsolationError("no isolation level could be set up: " + " | ".join(refused))

@@ -7,10 +7,13 @@ notebook's own name removed (``alice_02_masking.ipynb`` is alice's ``02_masking.
 Which learner code runs for exercise ``f`` of a notebook, in notebook order:
 
 - the answer cell of ``f`` (tagged ``answer``, or with the released answer cell's id), in full;
-- from every other code cell, only its *definitions*: imports, ``def``, ``class`` and assignments
-  of constants. Calls are left out, so check cells, plotting and widget cells never run, and a
-  stray loop elsewhere cannot cost ``f`` its points. Imports of plotting and widget libraries
-  are left out too. Another cell's definition of an exercise's name never replaces its answer.
+- from every other code cell, its *definitions* (imports, ``def``, ``class`` and assignments of
+  constants) and every statement that defines or changes a name the answer uses, directly or
+  through the helpers it calls (``SCALE = np.sqrt(8)`` read by a helper). Other calls are left
+  out, so check cells, plotting and widget cells never run, and a stray loop elsewhere cannot
+  cost ``f`` its points. Imports of plotting and widget libraries are left out too. Another
+  cell's definition of an exercise's name never replaces its answer. Whatever the answer needs
+  and cannot have is named in a note of the feedback (``lessonlib.exercises.cells``).
 
 Nothing here runs learner code: sources are only parsed (``ast``), never executed.
 """
@@ -25,16 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, ManualQuestion
+from lessonlib.exercises.cells import binds, is_definition, is_drawing_import, python_source, slice_cells
 from lessonlib.exercises.results import Status
 
 MAX_NOTEBOOK_BYTES = 32 * 2**20
 MAX_CELL_CHARS = 2**20
 ANSWER_TAG = "answer"
 WRITTEN_STUB = "_Write your answer here._"  # what `lessonlib exercises build` leaves in a written answer
-DRAWING_MODULES = frozenset({
-    "matplotlib", "ipywidgets", "IPython", "ipympl", "mpl_toolkits", "seaborn", "plotly", "bokeh",
-    "altair", "tqdm", "widgetsnbextension",
-})
 
 # Statuses decided before any code runs.
 NOT_SUBMITTED, MALFORMED, MISSING_ANSWER, CELL_ERROR = (
@@ -155,14 +155,6 @@ def read_notebook(path: Path) -> Notebook:
 # --- parsing code cells ---------------------------------------------------------------------------
 
 
-def python_source(source: str) -> str:
-    """The cell without IPython syntax (``%magic``, ``!shell``), keeping line numbers."""
-    lines = source.split("\n")
-    if lines and lines[0].lstrip().startswith("%%"):
-        lines[0] = ""  # a cell magic such as %%time: its body is Python
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines)
-
-
 def parse_cell(source: str) -> ast.Module | str:
     """The cell's syntax tree, or a one-line description of why it does not parse."""
     if len(source) > MAX_CELL_CHARS:
@@ -201,39 +193,13 @@ def bound_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _static(node: ast.expr) -> bool:
-    """True for expressions that compute nothing that could loop or draw: constants and names."""
-    if isinstance(node, (ast.Constant, ast.Name)):
-        return True
-    if isinstance(node, ast.Attribute):
-        return _static(node.value)
-    if isinstance(node, ast.UnaryOp):
-        return _static(node.operand)
-    if isinstance(node, ast.BinOp):
-        return not isinstance(node.op, ast.Pow) and _static(node.left) and _static(node.right)
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return len(node.elts) <= 64 and all(_static(e) for e in node.elts)
-    return False
-
-
-def _drawing(node: ast.Import | ast.ImportFrom) -> bool:
-    if isinstance(node, ast.ImportFrom):
-        return node.level > 0 or (node.module or "").split(".")[0] in DRAWING_MODULES
-    return any(a.name.split(".")[0] in DRAWING_MODULES for a in node.names)
-
-
 def _definition(node: ast.stmt, forbidden: set[str]) -> bool:
     """A top-level statement that only defines something (and does not bind a forbidden name)."""
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        names = {(a.asname or a.name).split(".")[0] for a in node.names}
-        return not _drawing(node) and not (names & forbidden) and all(a.name != "*" for a in node.names)
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return node.name not in forbidden
-    if isinstance(node, (ast.Assign, ast.AnnAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        simple = all(isinstance(t, ast.Name) and t.id not in forbidden for t in targets)
-        return simple and node.value is not None and _static(node.value)
-    return False
+    if isinstance(node, (ast.Import, ast.ImportFrom)) and is_drawing_import(node):
+        return False
+    if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+        return False
+    return is_definition(node) and not (binds(node) & forbidden)
 
 
 def definitions_only(source: str, tree: ast.Module, forbidden: set[str]) -> str:
@@ -358,20 +324,21 @@ def _plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[l
             if message:
                 plan.notes.append(message)
     owner = {ex: cell.index for ex, (cell, _) in answers.items()}
-    names = set(course.exercises)
+    readable = [cell for cell, tree in parsed if isinstance(tree, ast.Module)]
+    position = {cell.index: k for k, cell in enumerate(readable)}
     for plan in plans:
         if plan.status is not None:
             continue
-        for cell, tree in parsed:
-            if isinstance(tree, str):
-                continue
+        # the answer cell whole; from other cells, definitions and what the answer needs (see cells.py)
+        owners = {ex: position.get(i, -1) for ex, i in owner.items()}
+        cut = slice_cells([c.source for c in readable], position[owner[plan.exercise]], plan.exercise, owners,
+                          [f"cell {c.index + 1}" for c in readable])
+        plan.notes += [f"Not run by the grader: {note}" for note in cut.notes]
+        for k, cell in enumerate(readable):
             if cell.index == owner[plan.exercise]:
                 plan.program.append(Step("answer", f"<answer cell {plan.answer_cell}>", python_source(cell.source)))
-                continue
-            forbidden = {n for n in names if owner.get(n) != cell.index}
-            source = definitions_only(cell.source, tree, forbidden)
-            if source.strip():
-                plan.program.append(Step(f"cell {cell.index + 1}", f"<cell {cell.index + 1}>", source))
+            elif k in cut.kept:
+                plan.program.append(Step(f"cell {cell.index + 1}", f"<cell {cell.index + 1}>", cut.kept[k]))
     return plans, [_manual_answer(q, notebook) for q in course.manual]
 
 
@@ -398,11 +365,18 @@ class Learner:
     key: str
     files: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    lms_id: str = ""  # the LMS's id (Canvas user id, Moodle participant id) when read from a download
+    late: bool = False  # the LMS marked the submission late
 
 
 def safe_key(name: str) -> str:
     key = re.sub(r"[^A-Za-z0-9._@+-]+", "_", name).strip("._") or "learner"
     return key[:80]
+
+
+def match_course(path: Path, courses: Sequence[CourseNotebook], stem: str | None = None) -> CourseNotebook | None:
+    """The course notebook ``path`` is, by its name (or ``stem``, the learner's own file name), else by content."""
+    return _match_by_name(Path(f"{stem}.ipynb") if stem else path, courses) or _match_by_content(path, courses)
 
 
 def _match_by_name(path: Path, courses: Sequence[CourseNotebook]) -> CourseNotebook | None:
@@ -432,7 +406,11 @@ def _learner_from_file(path: Path, course: CourseNotebook | None) -> str:
 
 
 def _add(learners: dict[str, Learner], name: str, course: CourseNotebook, path: Path) -> None:
-    learner = learners.setdefault(name, Learner(name, ""))
+    add_notebook(learners.setdefault(name, Learner(name, "")), course, path)
+
+
+def add_notebook(learner: Learner, course: CourseNotebook, path: Path) -> None:
+    """Give ``learner`` the notebook ``path`` for ``course``; of two, the exactly named, else the newest."""
     previous = learner.files.get(course.name)
     if previous is None:
         learner.files[course.name] = path
@@ -461,7 +439,7 @@ def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[L
         for link in sorted(p for p in folder.glob("*.ipynb") if p.is_symlink()):
             learners[name].notes.append(f"{link.name} is a symbolic link, not a notebook file; it was not graded.")
         for path in _notebooks_in(folder):
-            course = _match_by_name(path, courses) or _match_by_content(path, courses)
+            course = match_course(path, courses)
             if course is None:
                 learners[name].notes.append(f"{path.name} is not one of the exercise notebooks; it was not graded.")
             else:
@@ -469,7 +447,7 @@ def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[L
 
     for path in paths:
         if path.is_file():
-            course = _match_by_name(path, courses) or _match_by_content(path, courses)
+            course = match_course(path, courses)
             name = _learner_from_file(path, course)
             if course is None:
                 learners.setdefault(name, Learner(name, "")).notes.append(
@@ -485,11 +463,18 @@ def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[L
                         add_folder(sub, sub.name)
         else:
             raise FileNotFoundError(f"{path}: no such notebook or folder")
+    return assign_keys(list(learners.values()))
+
+
+def assign_keys(learners: list[Learner]) -> list[Learner]:
+    """Give every learner a unique, file-safe key (the LMS id joins the name when there is one);
+    returns them sorted by key."""
     keys: set[str] = set()
-    for learner in learners.values():
-        key, n = safe_key(learner.name), 2
+    for learner in learners:
+        base = safe_key(f"{learner.name}_{learner.lms_id}" if learner.lms_id else learner.name)
+        key, n = base, 2
         while key.lower() in keys:
-            key, n = f"{safe_key(learner.name)}-{n}", n + 1
+            key, n = f"{base}-{n}", n + 1
         keys.add(key.lower())
         learner.key = key
-    return sorted(learners.values(), key=lambda lr: lr.key.lower())
+    return sorted(learners, key=lambda lr: lr.key.lower())

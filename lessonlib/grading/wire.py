@@ -25,6 +25,7 @@ import numpy as np
 JSON_FRAME = b"J"
 NPY_FRAME = b"N"
 _HEADER = struct.Struct(">cQ")  # kind, payload length
+HEADER_SIZE = _HEADER.size
 
 MAX_JSON_FRAME = 1 << 20  # one JSON frame: a case's outcome, the cells' report
 MAX_TEXT = 2000  # error messages and type names are cut to this many characters
@@ -55,11 +56,17 @@ def npy_frame(array: np.ndarray) -> bytes:
     return _HEADER.pack(NPY_FRAME, len(payload)) + payload
 
 
-def split_frames(data: bytes) -> tuple[list[tuple[str, bytes]], bool]:
-    """Cut a stream into (kind, payload) frames; the flag is True when the stream ends mid-frame."""
+def record(header: dict[str, Any], payload: bytes = b"") -> bytes:
+    """One record of the worker's output: a JSON frame (with ``size``), then ``size`` raw bytes."""
+    return json_frame({**header, "size": len(payload)}) + payload
+
+
+def split_frames(data: bytes, limit: int | None = None) -> tuple[list[tuple[str, bytes]], bool]:
+    """Cut a stream into (kind, payload) frames (at most ``limit``); the flag is True when the
+    stream ends mid-frame."""
     frames: list[tuple[str, bytes]] = []
     at = 0
-    while at < len(data):
+    while at < len(data) and (limit is None or len(frames) < limit):
         if len(data) - at < _HEADER.size:
             return frames, True
         kind, length = _HEADER.unpack_from(data, at)
@@ -145,36 +152,63 @@ def decode_args(described: list[dict[str, Any]], arrays: list[Any]) -> tuple[Any
     return tuple(args)
 
 
-def _scalar(x: Any) -> dict[str, Any]:
-    if x is None:
-        return {"none": True}
+def encode_number(x: Any) -> dict[str, Any]:
+    """A bool, int, float or complex (Python or NumPy) as JSON; floats as repr (inf and nan survive).
+
+    An int too large for JSON readers' limits (more than 256 bits) goes as a float (inf beyond).
+    """
     if isinstance(x, (bool, np.bool_)):
         return {"bool": bool(x)}
     if isinstance(x, (int, np.integer)):
-        return {"int": int(x)}
+        n = int(x)
+        return {"int": n} if n.bit_length() <= 256 else {"float": repr(_big_float(n))}
     if isinstance(x, (float, np.floating)):
-        return {"float": repr(float(x))}  # repr keeps inf and nan, which strict JSON cannot hold
+        return {"float": repr(float(x))}
     if isinstance(x, (complex, np.complexfloating)):
         return {"complex": [repr(float(x.real)), repr(float(x.imag))]}
+    raise TypeError(f"{type(x).__name__} is not a number")
+
+
+def decode_number(d: dict[str, Any]) -> Any:
+    """The inverse of :func:`encode_number`, refusing anything not in its exact form."""
+    if "bool" in d and isinstance(d["bool"], bool):
+        return d["bool"]
+    if "int" in d and isinstance(d["int"], int) and not isinstance(d["int"], bool):
+        return d["int"]
+    try:
+        if "float" in d and isinstance(d["float"], str) and len(d["float"]) < 40:
+            return float(d["float"])
+        if "complex" in d and isinstance(d["complex"], list) and len(d["complex"]) == 2:
+            return complex(float(str(d["complex"][0])[:40]), float(str(d["complex"][1])[:40]))
+    except ValueError:
+        pass
+    raise WireError(f"a number in an unknown form ({sorted(d)})")
+
+
+def _big_float(n: int) -> float:
+    try:
+        return float(n)
+    except OverflowError:
+        return math.inf if n > 0 else -math.inf
+
+
+def _scalar(x: Any) -> dict[str, Any]:
+    if x is None:
+        return {"none": True}
     if isinstance(x, str):
         return {"str": x}
-    raise TypeError(f"a case input of type {type(x).__name__} cannot be sent to the worker")
+    try:
+        return encode_number(x)
+    except TypeError:
+        raise TypeError(f"a case input of type {type(x).__name__} cannot be sent to the worker") from None
 
 
 def _unscalar(d: dict[str, Any]) -> Any:
     if "none" in d:
         return None
-    if "bool" in d:
-        return bool(d["bool"])
-    if "int" in d:
-        return int(d["int"])
-    if "float" in d:
-        return float(d["float"])
-    if "complex" in d:
-        return complex(float(d["complex"][0]), float(d["complex"][1]))
     if "str" in d:
         return str(d["str"])
-    raise WireError(f"unknown input description {sorted(d)}")
+    return decode_number(d)
 
 
 # --- outcomes (worker -> grading process) --------------------------------------------------------
@@ -193,15 +227,8 @@ def encode_value(value: Any, arrays: list[np.ndarray]) -> dict[str, Any]:
         encoded: dict[str, Any] | None = {"array": len(arrays) - 1}
     elif data is None:
         encoded = None
-    elif isinstance(data, bool):
-        encoded = {"bool": data}
-    elif isinstance(data, int):
-        # a huge int would not fit JSON readers' limits: send it as a float (inf when beyond)
-        encoded = {"int": data} if data.bit_length() <= 256 else {"float": repr(_big_float(data))}
-    elif isinstance(data, float):
-        encoded = {"float": repr(data)}
-    elif isinstance(data, complex):
-        encoded = {"complex": [repr(data.real), repr(data.imag)]}
+    elif isinstance(data, (bool, int, float, complex)):
+        encoded = encode_number(data)
     else:
         encoded = None
     items = None
@@ -209,13 +236,6 @@ def encode_value(value: Any, arrays: list[np.ndarray]) -> dict[str, Any]:
         items = [encode_value(item, arrays) for item in value.items[:MAX_ITEMS]]
     return {"type": _cut(value.type_name), "data": encoded, "items": items,
             "n_items": None if value.items is None else len(value.items)}
-
-
-def _big_float(n: int) -> float:
-    try:
-        return float(n)
-    except OverflowError:
-        return math.inf if n > 0 else -math.inf
 
 
 def encode_outcome(outcome: Any, arrays: list[np.ndarray]) -> dict[str, Any]:
@@ -226,18 +246,6 @@ def encode_outcome(outcome: Any, arrays: list[np.ndarray]) -> dict[str, Any]:
         "error": None if outcome.error is None else _cut(outcome.error),
         "peak_bytes": outcome.peak_bytes,
     }
-
-
-def _number(d: dict[str, Any]) -> Any:
-    if "bool" in d and isinstance(d["bool"], bool):
-        return d["bool"]
-    if "int" in d and isinstance(d["int"], int) and not isinstance(d["int"], bool):
-        return d["int"]
-    if "float" in d and isinstance(d["float"], str) and len(d["float"]) < 40:
-        return float(d["float"])
-    if "complex" in d and isinstance(d["complex"], list) and len(d["complex"]) == 2:
-        return complex(float(str(d["complex"][0])[:40]), float(str(d["complex"][1])[:40]))
-    raise WireError("a returned number in an unknown form")
 
 
 def decode_value(d: Any, arrays: list[np.ndarray], value_type: type, depth: int = 0) -> Any:
@@ -255,7 +263,7 @@ def decode_value(d: Any, arrays: list[np.ndarray], value_type: type, depth: int 
             raise WireError("a returned value refers to a missing array")
         decoded = arrays[index]
     else:
-        decoded = _number(data)
+        decoded = decode_number(data)
     items = d.get("items")
     if items is not None:
         if depth >= 1 or not isinstance(items, list) or len(items) > MAX_ITEMS:

@@ -1,29 +1,30 @@
-"""The grading worker: runs one learner's answers in isolation and stores plain-data results.
+"""The grading worker: runs one learner's answers and sends back plain-data results.
 
-Started by the grading process, never imported by it:
+Started by the grading process (see ``sandbox.launch``), never imported by it:
 
-    python -I -B worker.py JOB_DIR            grade the tasks in JOB_DIR/job.json
-    python -I -B worker.py --probe JOB_DIR    set the isolation up, test it, run no learner code
+    python -I -B worker.py RUNNER WIRE            grade the job read from stdin
+    python -I -B worker.py --probe RUNNER WIRE    test the isolation, run no learner code
 
 It imports the standard library and NumPy only, and loads two files by path before any learner
 code runs: ``exercises/runner.py`` (call an answer on one case, reduce what came back to plain
 data) and ``grading/wire.py`` (the format of what goes back). It never imports ``lessonlib``:
 learner code that does gets a stand-in whose functions refuse to run and are recorded.
 
-Processes, at level "namespaces" (started as root):
+The job comes on stdin (one JSON frame, then the inputs as ``.npy`` frames) and the results go
+to stdout as records (``wire.record``): ``started`` before a task's child starts, ``result``
+(the child's frames and how it ended) after. The worker needs no view of the job folder, so
+inside the bubblewrap sandbox there is none; learner code has neither descriptor.
 
-    worker   root, in the grader's namespaces: unshares, forks the zygote, waits for it.
-    zygote   root, PID 1 of new mount, PID, network, IPC and UTS namespaces. It hides the course
-             files, the output folder, the submissions, /root, /home and /tmp under empty tmpfs
-             mounts, binds the Python installation back read-only, mounts a fresh /proc and a
-             scratch tmpfs. It runs no learner code.
+Processes:
+
+    worker   the zygote: PID 1 of the sandbox's PID namespace at level "bubblewrap" (learner code
+             cannot signal it), a child subreaper at level "limits". Not dumpable, so learner
+             code cannot open its descriptors or memory through /proc. It runs no learner code.
     child    one per exercise, forked by the zygote: rlimits (CPU, address space, processes,
-             file size), drops to nobody, runs the cells and the cases, streams frames to the
-             zygote through a pipe and ends. The zygote then kills whatever it left behind and
-             writes the frames as files.
+             file size), no new privileges, runs the cells and the cases, streams frames to the
+             zygote through a pipe and ends. The zygote then kills whatever it left behind.
 
-At level "nobody" (root, namespaces refused) nothing is unshared or hidden; at level "limits"
-(not root) the child also keeps the grader's user. The instructor guide says what holds at each.
+Namespaces, hidden files and the user (nobody, for root) are bubblewrap's work, not this file's.
 """
 
 from __future__ import annotations
@@ -42,42 +43,19 @@ import signal
 import socket
 import sys
 import time
-import traceback
 import types
-from pathlib import Path
 from typing import Any
 
-# --- system calls the standard library of Python 3.10/3.11 does not wrap -------------------------
-
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _ok(result: int, what: str) -> None:
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
-
-
-def _unshare(flags: int) -> None:
-    _ok(_libc.unshare(ctypes.c_int(flags)), "unshare")
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    def enc(s: str | None) -> bytes | None:
-        return None if s is None else os.fsencode(s)
-
-    _ok(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
-
-
 def _prctl(option: int, value: int) -> None:
-    _ok(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                    ctypes.c_ulong(0)), f"prctl {option}")
+    if _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                   ctypes.c_ulong(0)) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"prctl {option}: {os.strerror(errno)}")
 
 
 # --- loading the two helper files without importing lessonlib ------------------------------------
@@ -93,9 +71,7 @@ def _load(path: str, name: str) -> types.ModuleType:
     return module
 
 
-# Modules a learner is likely to import, imported while the interpreter's files are surely
-# readable (at level "nobody" the interpreter may live where nobody cannot read it; the job can
-# name more, see sandbox.PREIMPORT_FOR_NOBODY).
+# Modules a learner is likely to import, imported once in the zygote so each child starts fast.
 _PREIMPORT = (
     "math", "cmath", "itertools", "functools", "collections", "operator", "typing", "dataclasses",
     "fractions", "decimal", "statistics", "random", "string", "re", "copy", "numbers", "warnings",
@@ -103,8 +79,8 @@ _PREIMPORT = (
 )
 
 
-def _preimport(extra: list[str]) -> None:
-    for name in (*_PREIMPORT, *extra):
+def _preimport() -> None:
+    for name in _PREIMPORT:
         try:
             importlib.import_module(name)
         except Exception:
@@ -257,19 +233,14 @@ class _Guarded:
 # --- one exercise, in the child ------------------------------------------------------------------
 
 
+_RUNNER: Any = None  # exercises/runner.py, loaded by path in main()
+
+
 def _exception_text(exc: BaseException, filename: str | None = None) -> str:
-    try:
-        text = f"{type(exc).__name__}: {exc}".rstrip(": ")
-    except BaseException:
-        text = f"{type(exc).__name__} (its message could not be shown)"
-    if filename is not None:
-        line = None
-        for frame in traceback.extract_tb(exc.__traceback__):
-            if frame.filename == filename:
-                line = frame.lineno
-        if line is not None:
-            text += f" (line {line})"
-    return text[:2000]
+    """The runner's ``error_text`` (one function for the notebook's check() and the grader)."""
+    if _RUNNER is None:  # the runner itself failed to load
+        return f"{type(exc).__name__}: {exc}"[:2000]
+    return _RUNNER.error_text(exc, filename)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -279,43 +250,15 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _count_processes(uid: int) -> int:
-    n = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/status") as f:
-                    for line in f:
-                        if line.startswith("Uid:"):
-                            n += int(line.split()[1]) == uid
-                            break
-            except OSError:
-                pass
-    return n
-
-
-def _limit_child(limits: dict[str, Any], iso: dict[str, Any]) -> None:
+def _limit_child(limits: dict[str, Any]) -> None:
     cpu = int(limits["cpu_seconds"] + 0.999)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU, then SIGKILL a second later
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
-    uid = iso["uid"] if os.geteuid() == 0 and iso["uid"] is not None else os.getuid()
-    if iso["level"] == "limits":
-        processes = _count_processes(uid) + limits["processes"]  # the grader's user runs other things too
-    else:
-        processes = limits["nproc_base"] + limits["processes"]
+    processes = limits["nproc_base"] + limits["processes"]  # the grading process counted the base
     resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-
-
-def _drop_privileges(iso: dict[str, Any]) -> None:
-    if os.geteuid() == 0 and iso["uid"] is not None:
-        os.setgroups([])
-        os.setgid(iso["gid"])
-        os.setuid(iso["uid"])
-        if os.getuid() == 0 or os.geteuid() == 0:
-            raise OSError("could not leave the root user")
     _prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid programs: privileges cannot come back
 
 
@@ -337,8 +280,7 @@ def _prepare_child(w: int, job: dict[str, Any]) -> _Sink:
     })
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
-    _limit_child(job["limits"], job["isolation"])
-    _drop_privileges(job["isolation"])
+    _limit_child(job["limits"])
     sink = _Sink()
     sys.stdout = sys.stderr = sink
     sys.stdin = io.StringIO("")
@@ -549,10 +491,13 @@ def _supervise(pid: int, r: int, limits: dict[str, Any]) -> tuple[bytes, dict[st
     return b"".join(chunks), fate
 
 
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+_OUT: int | None = None  # the worker's results descriptor (its original stdout)
+
+
+def _emit(wire: Any, header: dict[str, Any], payload: bytes = b"") -> None:
+    """Send one record to the grading process."""
+    assert _OUT is not None
+    _write_all(_OUT, wire.record(header, payload))
 
 
 def _fork_child(task: dict[str, Any], cases_args: list[tuple[Any, ...]], job: dict[str, Any],
@@ -575,101 +520,28 @@ def _fork_child(task: dict[str, Any], cases_args: list[tuple[Any, ...]], job: di
     return _supervise(pid, r, job["limits"])
 
 
-_EXTERNAL_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
-                               signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM})
-
-
-def _zygote(job: dict[str, Any], job_dir: Path, runner: Any, wire: Any) -> None:
-    """Run each task in a fresh child. Files per task in results/: KEY.started before the child
-    starts (the grading process blames an unfinished one if it dies), KEY.frames and KEY.status after."""
-    results = job_dir / "results"
-    inputs, _ = wire.parse_frames((job_dir / "inputs.bin").read_bytes(), array_limit=job["limits"]["array_bytes"])
+def _zygote(job: dict[str, Any], inputs: list[Any], runner: Any, wire: Any) -> None:
+    """Run each task in a fresh child. Records per task: ``started`` before the child starts (the
+    grading process blames an unfinished one if it dies), ``result`` (frames and fate) after."""
     for task in job["tasks"]:
         key = task["key"]
-        _write_json(results / f"{key}.started", {"solo": job["solo"], "time": time.time()})
+        _emit(wire, {"kind": "started", "key": key, "solo": job["solo"], "time": time.time()})
         cases_args = [wire.decode_args(c["args"], inputs) for c in task["cases"]]
-        for attempt in (1, 2):
-            data, fate = _fork_child(task, cases_args, job, runner, wire)
-            # At level "nobody" another learner's code (also nobody) can kill this child: run it again.
-            killed_by_someone_else = (fate["signal"] in _EXTERNAL_SIGNALS and fate["timed_out"] is None
-                                      and not fate["over_limit"])
-            if not killed_by_someone_else or attempt == 2:
-                break
-        fate["attempts"] = attempt
+        data, fate = _fork_child(task, cases_args, job, runner, wire)
         fate["truncated"] = wire.split_frames(data)[1]
-        (results / f"{key}.frames").write_bytes(data)
-        _write_json(results / f"{key}.status", fate)
+        _emit(wire, {"kind": "result", "key": key, "fate": fate}, data)
 
 
-# --- isolation set-up (as root) ------------------------------------------------------------------
+# --- isolation, inside ---------------------------------------------------------------------------
 
 
-def _under(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
-def _hide_and_bind(iso: dict[str, Any], job_dir: Path) -> None:
-    """Mount namespace: empty tmpfs over the hidden folders, the kept folders bound back."""
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates to the host
-    os.umask(0o022)
-    keep_fds = {}
-    for keep in iso["keeps"]:
-        if os.path.isdir(keep["path"]):
-            keep_fds[keep["path"]] = os.open(keep["path"], os.O_PATH | os.O_DIRECTORY)
-    hidden = []
-    for mask in sorted(iso["masks"], key=lambda m: m["path"].count("/")):
-        if os.path.isdir(mask["path"]) and not os.path.islink(mask["path"]):
-            _mount("tmpfs", mask["path"], "tmpfs", MS_NOSUID | MS_NODEV,
-                   f"size={mask['size']},mode={mask['mode']}")
-            hidden.append(mask["path"])
-    for keep in sorted(iso["keeps"], key=lambda k: k["path"].count("/")):
-        path = keep["path"]
-        if path not in keep_fds or not any(_under(path, h) for h in hidden):
-            continue
-        os.makedirs(path, mode=0o755, exist_ok=True)
-        _mount(f"/proc/self/fd/{keep_fds[path]}", path, None, MS_BIND | MS_REC)
-        flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (0 if keep["writable"] else MS_RDONLY)
-        _mount(None, path, None, flags)
-    for fd in keep_fds.values():
-        os.close(fd)
-    for path in iso["late_masks"]:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # shows only our namespace
-
-
-def _mount_scratch(job: dict[str, Any]) -> None:
-    iso = job["isolation"]
-    _mount("tmpfs", job["scratch"], "tmpfs", MS_NOSUID | MS_NODEV,
-           f"size={job['limits']['scratch_bytes']},mode=0700,uid={iso['uid']},gid={iso['gid']}")
-
-
-def _enter_namespaces() -> None:
-    """Unshare, then fork: the parent waits and passes on the exit status; the child is PID 1."""
-    _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_IGN)  # the grader stops us with SIGKILL; the zygote dies with us
-        _, status = os.waitpid(pid, 0)
-        os._exit(max(os.waitstatus_to_exitcode(status), 0) if os.WIFEXITED(status) else 75)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _isolate(job: dict[str, Any], job_dir: Path) -> None:
-    level = job["isolation"]["level"]
-    if level == "namespaces":
-        _enter_namespaces()
-        _hide_and_bind(job["isolation"], job_dir)
-        _mount_scratch(job)
-    else:
-        _prctl(PR_SET_CHILD_SUBREAPER, 1)  # processes the child leaves behind come back to us
-        scratch = Path(job["scratch"])
-        scratch.mkdir(mode=0o700, exist_ok=True)
-        if level == "nobody" and os.geteuid() == 0:
-            os.chown(scratch, job["isolation"]["uid"], job["isolation"]["gid"])
+def _isolate(job: dict[str, Any]) -> None:
+    """What the worker adds to bubblewrap's sandbox (or to nothing, at level "limits")."""
+    _prctl(PR_SET_DUMPABLE, 0)  # learner code (the same user) cannot open /proc/<zygote>/fd or mem
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)  # processes the child leaves behind come back to us
+    if os.getpid() == 1:  # PID 1 ignores signals it has no handler for: drop Python's SIGINT handler
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.makedirs(job["scratch"], mode=0o700, exist_ok=True)
 
 
 # --- the probe: does the isolation hold here? -------------------------------------------------------
@@ -704,14 +576,22 @@ def _probe_child(job: dict[str, Any], w: int) -> None:
     except Exception as exc:
         report["imports"] = _exception_text(exc)
     try:
-        os.kill(os.getppid(), 0)
-        report["can_signal_parent"] = True
+        os.kill(job["probe"]["grader_pid"], 0)
+        report["can_signal_grader"] = True
     except OSError:
-        report["can_signal_parent"] = False
+        report["can_signal_grader"] = False
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        report["fork"] = True
+    except OSError as exc:
+        report["fork"] = _exception_text(exc)
     _write_all(w, json.dumps(report).encode())
 
 
-def _probe(job: dict[str, Any], job_dir: Path) -> None:
+def _probe(job: dict[str, Any], wire: Any) -> None:
     r, w = os.pipe()
     sys.stdout.flush()
     pid = os.fork()
@@ -728,10 +608,27 @@ def _probe(job: dict[str, Any], job_dir: Path) -> None:
     except ValueError:
         report = {}
     report["fate"] = fate
-    _write_json(job_dir / "probe.json", report)
+    _emit(wire, {"kind": "probe"}, json.dumps(report).encode())
 
 
 # --- entry point --------------------------------------------------------------------------------------
+
+
+def _read_job(wire: Any) -> tuple[dict[str, Any], list[Any]]:
+    """The job and its input arrays, from stdin (then stdin is closed)."""
+    data = sys.stdin.buffer.read()
+    frames, cut = wire.split_frames(data, limit=1)
+    if cut or not frames or frames[0][0] != "json":
+        raise ValueError("the job on stdin is not a JSON frame")
+    job = json.loads(frames[0][1].decode())
+    rest = data[wire.HEADER_SIZE + len(frames[0][1]):]
+    inputs, cut = wire.parse_frames(rest, array_limit=job["limits"]["array_bytes"])
+    if cut:
+        raise ValueError("the job's inputs are cut off")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return job, inputs
 
 
 def _guard_parent(grader_pid: int) -> None:
@@ -741,27 +638,35 @@ def _guard_parent(grader_pid: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    probe = len(argv) > 1 and argv[1] == "--probe"
-    job_dir = Path(argv[-1])
-    job = json.loads((job_dir / "job.json").read_text())
-    _guard_parent(job["grader_pid"])
+    global _OUT, _RUNNER
+    probe = "--probe" in argv[1:]
+    runner_path, wire_path = [a for a in argv[1:] if a != "--probe"][-2:]
+    _OUT = os.dup(1)  # results go here; print() and stray writes go to the log (stderr)
+    os.dup2(2, 1)
     try:
-        runner = _load(job["runner_path"], "_grading_runner")
-        wire = _load(job["wire_path"], "_grading_wire")
-        _preimport(job["isolation"].get("preimport", []))
-        _isolate(job, job_dir)
+        _RUNNER = runner = _load(runner_path, "_grading_runner")
+        wire = _load(wire_path, "_grading_wire")
+        job, inputs = _read_job(wire)
+        if job["level"] == "limits":
+            _guard_parent(job["grader_pid"])
+        else:  # PID 1 of the sandbox: bubblewrap is the parent, and dies with the grader
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        job["scratch"] = os.getcwd()  # the sandbox's empty /scratch, or the job's scratch folder
+        _preimport()
+        _isolate(job)
     except Exception as exc:
         message = _exception_text(exc)
-        print(f"worker: the isolation could not be set up: {message}", file=sys.stderr, flush=True)
-        try:
-            _write_json(job_dir / "fatal.json", {"error": message, "stage": "isolation"})
+        print(f"worker: could not start: {message}", file=sys.stderr, flush=True)
+        payload = json.dumps({"kind": "fatal", "error": message, "size": 0}).encode()
+        try:  # a JSON frame written by hand: wire.py itself may be what failed to load
+            _write_all(_OUT, b"J" + len(payload).to_bytes(8, "big") + payload)
         except OSError:
-            pass  # the job folder may already be hidden: the message is in worker.log
+            pass
         return 3
     if probe:
-        _probe(job, job_dir)
+        _probe(job, wire)
     else:
-        _zygote(job, job_dir, runner, wire)
+        _zygote(job, inputs, runner, wire)
     return 0
 
 

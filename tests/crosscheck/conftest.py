@@ -1,4 +1,4 @@
-"""Cross-checks against real libraries: they need the `crosscheck` extra (torch and JAX).
+"""Cross-checks against real libraries: they need the `crosscheck` extra (torch, JAX, flax, keras, transformers).
 
 Without the extra each test skips with a message saying how to install it; with
 REQUIRE_CROSSCHECK=1 in the environment (CI) a missing library fails the test instead.
@@ -40,3 +40,24 @@ def torch() -> ModuleType:
 @pytest.fixture(scope="session")
 def jax() -> ModuleType:
     return import_library("jax")
+
+
+@pytest.fixture(scope="session")
+def flax() -> ModuleType:
+    return import_library("flax")
+
+
+@pytest.fixture(scope="session")
+def keras() -> ModuleType:
+    os.environ.setdefault("KERAS_BACKEND", "jax")  # read when keras is first imported
+    keras = import_library("keras")
+    if keras.backend.backend() != "jax":
+        pytest.fail(f"keras runs on the {keras.backend.backend()!r} backend; the cross-check measures it on "
+                    "'jax' (unset KERAS_BACKEND or set it to jax)", pytrace=False)
+    return keras
+
+
+@pytest.fixture(scope="session")
+def transformers() -> ModuleType:
+    import_library("torch").set_num_threads(1)
+    return import_library("transformers")

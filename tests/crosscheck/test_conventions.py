@@ -15,7 +15,7 @@ ROWS = [pytest.param(row, id=f"{row.library}:{row.api}:{row.argument}") for row 
 
 def _library_loaded(request: pytest.FixtureRequest, library: str) -> None:
     """Skip (or fail under REQUIRE_CROSSCHECK=1) when the row's library is missing."""
-    if library in ("torch", "jax"):
+    if library in ("torch", "jax", "flax", "keras", "transformers"):
         request.getfixturevalue(library)
 
 

@@ -1,0 +1,319 @@
+"""Which statements of a notebook an exercise's answer needs, and which of them cannot be run.
+
+``check`` runs in the learner's kernel and sees everything the notebook has run. A grader runs
+the answer cell in full and, from the other cells, only what is safe and needed. This module
+decides that second part, for the grader and for ``check`` alike, so the two agree or say why not:
+
+- every *definition* in another cell: an import (not of a plotting or widget library), ``def``,
+  ``class``, or an assignment of a constant expression (``SCALE = 2.0``);
+- every other top-level statement that binds or changes a name the answer uses, directly or
+  through what it uses in turn (``SCALE = np.sqrt(8)`` when a helper the answer calls reads
+  ``SCALE``);
+- never a statement that (re)defines an exercise's name outside that exercise's answer cell, a
+  plotting or widget import, or ``from ... import *``.
+
+For each name the answer needs that no runnable statement provides, :func:`slice_cells` returns
+a note saying where it is defined (if anywhere) and why that statement is not run. Nothing here
+runs learner code: sources are only parsed (``ast``, ``symtable``).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import symtable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+DRAWING_MODULES = frozenset({
+    "matplotlib", "ipywidgets", "IPython", "ipympl", "mpl_toolkits", "seaborn", "plotly", "bokeh",
+    "altair", "tqdm", "widgetsnbextension",
+})
+JUPYTER_NAMES = frozenset({"display", "get_ipython", "__IPYTHON__", "In", "Out", "_", "__", "___"})
+BUILTIN_NAMES = frozenset(dir(builtins)) - JUPYTER_NAMES  # IPython adds display() to builtins in a kernel
+
+
+def python_source(source: str) -> str:
+    """The cell without IPython syntax (``%magic``, ``!shell``), keeping line numbers."""
+    lines = source.split("\n")
+    if lines and lines[0].lstrip().startswith("%%"):
+        lines[0] = ""  # a cell magic such as %%time: its body is Python
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines)
+
+
+def _static(node: ast.expr) -> bool:
+    """True for expressions that compute nothing that could loop or draw: constants and names."""
+    if isinstance(node, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _static(node.value)
+    if isinstance(node, ast.UnaryOp):
+        return _static(node.operand)
+    if isinstance(node, ast.BinOp):
+        return not isinstance(node.op, ast.Pow) and _static(node.left) and _static(node.right)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return len(node.elts) <= 64 and all(_static(e) for e in node.elts)
+    return False
+
+
+def is_drawing_import(node: ast.Import | ast.ImportFrom) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.level > 0 or (node.module or "").split(".")[0] in DRAWING_MODULES
+    return any(a.name.split(".")[0] in DRAWING_MODULES for a in node.names)
+
+
+def binds(node: ast.stmt) -> set[str]:
+    """Names a top-level statement binds (also inside if/try/with/for, not inside functions)."""
+    names: set[str] = set()
+
+    def visit(body: Iterable[ast.stmt]) -> None:
+        for n in body:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(n.name)
+                continue
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
+            elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                for target in targets:
+                    names.update(x.id for x in ast.walk(target) if isinstance(x, ast.Name)
+                                 and isinstance(x.ctx, ast.Store))
+            elif isinstance(n, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+                for target in ([n.target] if isinstance(n, (ast.For, ast.AsyncFor))
+                               else [i.optional_vars for i in n.items if i.optional_vars is not None]):
+                    names.update(x.id for x in ast.walk(target) if isinstance(x, ast.Name))
+            for attr in ("body", "orelse", "finalbody"):
+                inner = getattr(n, attr, None)
+                if isinstance(inner, list):
+                    visit(inner)
+            for handler in getattr(n, "handlers", []) or []:
+                visit(handler.body)
+
+    visit([node])
+    return names
+
+
+def _changes(node: ast.stmt) -> set[str]:
+    """Names whose object a statement changes without rebinding: ``T[0] = 1``, ``T.x += 1``, ``T.append(2)``."""
+    names: set[str] = set()
+
+    def add_base(expr: ast.expr) -> None:
+        while isinstance(expr, (ast.Attribute, ast.Subscript)):
+            expr = expr.value
+        if isinstance(expr, ast.Name):
+            names.add(expr.id)
+
+    def visit(n: ast.AST) -> None:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return  # a body runs later, if at all
+        targets: list[ast.expr] = []
+        if isinstance(n, ast.Assign):
+            targets = n.targets
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
+            targets = [n.target]
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            add_base(n.func.value)  # a method call may change its object
+        for t in targets:
+            if isinstance(t, (ast.Attribute, ast.Subscript)):
+                add_base(t)
+        for child in ast.iter_child_nodes(n):
+            visit(child)
+
+    visit(node)
+    return names
+
+
+def uses(source: str) -> set[str]:
+    """Global names a piece of code reads: at its top level, and inside its functions and classes."""
+    try:
+        table = symtable.symtable(source, "<cell>", "exec")
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    names: set[str] = set()
+
+    def visit(t: symtable.SymbolTable, top: bool) -> None:
+        for sym in t.get_symbols():
+            if sym.is_referenced() and (top or sym.is_global()):
+                names.add(sym.get_name())
+        for child in t.get_children():
+            visit(child, False)
+
+    visit(table, True)
+    return names - BUILTIN_NAMES
+
+
+@dataclass
+class _Statement:
+    cell: int
+    node: ast.stmt
+    first: int  # first line, 0-based within the cell (decorators included)
+    last: int
+    binds: set[str]
+    changes: set[str]
+    uses: set[str]
+    definition: bool
+    refused: str = ""  # why it must not run, even when needed
+
+
+@dataclass
+class Slice:
+    """What to run from each cell, and the notes about what the answer needs but cannot have.
+
+    kept: cell index -> that cell's source with only the statements to run (others blanked, line
+    numbers kept); the answer cell is kept whole. notes: one sentence per missing name.
+    """
+
+    kept: dict[int, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    needed: set[str] = field(default_factory=set)
+
+
+def _statements(index: int, source: str, tree: ast.Module, refused_names: Mapping[str, str]) -> list[_Statement]:
+    out = []
+    for node in tree.body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+        last = (node.end_lineno or node.lineno) - 1
+        bound = binds(node)
+        s = _Statement(index, node, first, last, bound, _changes(node) - bound, uses(ast.unparse(node)),
+                       is_definition(node))
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and is_drawing_import(node):
+            s.refused = "it imports a plotting or widget library, which the grader does not load"
+        elif isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            s.refused = "it is a `from ... import *`, whose names cannot be known without running it"
+        else:
+            clash = sorted(n for n in bound if n in refused_names)
+            if clash:
+                s.refused = (f"it defines `{clash[0]}`, which only the answer cell of `{clash[0]}` may define "
+                             f"({refused_names[clash[0]]})")
+        out.append(s)
+    return out
+
+
+def is_definition(node: ast.stmt) -> bool:
+    if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return True
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return all(isinstance(t, ast.Name) for t in targets) and node.value is not None and _static(node.value)
+    return False
+
+
+def slice_cells(
+    cells: Sequence[str], answer: int, exercise: str, owners: Mapping[str, int] | None = None,
+    labels: Sequence[str] | None = None,
+) -> Slice:
+    """What to run of ``cells`` (code cell sources, in notebook order) for the answer in ``cells[answer]``.
+
+    owners: each exercise's name -> the index of its own answer cell (``exercise`` itself maps to
+    ``answer``); a statement elsewhere that binds one of those names is never run. labels: how
+    notes name the cells (default "cell 1", "cell 2", ...).
+    """
+    labels = list(labels) if labels is not None else [f"cell {i + 1}" for i in range(len(cells))]
+    owners = dict(owners or {})
+    owners[exercise] = answer
+    sources = [python_source(s) for s in cells]
+    trees: dict[int, ast.Module] = {}
+    broken: list[int] = []
+    for i, src in enumerate(sources):
+        try:
+            trees[i] = ast.parse(src)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            broken.append(i)
+    result = Slice()
+    if answer not in trees:
+        return result
+    statements: list[_Statement] = []
+    for i, tree in trees.items():
+        if i == answer:
+            continue
+        refused_names = {name: "its answer cell" for name, owner in owners.items() if owner != i}
+        statements += _statements(i, sources[i], tree, refused_names)
+    modules = {name for s in statements if isinstance(s.node, (ast.Import, ast.ImportFrom)) for name in s.binds}
+    for s in statements:  # calling a module's function (np.random.seed) is not taken to change the module
+        s.changes -= modules
+    answer_binds = set().union(*(binds(n) for n in trees[answer].body)) if trees[answer].body else set()
+    needed = uses(sources[answer]) - answer_binds
+    chosen: set[int] = set()  # positions in ``statements`` reached from the answer
+    frontier = set(needed)
+    while frontier:
+        more: set[str] = set()
+        for k, s in enumerate(statements):
+            if k not in chosen and not s.refused and (s.binds | s.changes) & frontier:
+                chosen.add(k)
+                more |= s.uses - needed
+        needed |= more
+        frontier = more
+    result.needed = needed
+    run = [k for k, s in enumerate(statements) if not s.refused and (k in chosen or s.definition)]
+    by_cell: dict[int, list[_Statement]] = {}
+    for k in run:
+        by_cell.setdefault(statements[k].cell, []).append(statements[k])
+    provided = set(answer_binds)
+    for i in trees:
+        if i == answer:
+            result.kept[i] = sources[i]
+            continue
+        lines = sources[i].split("\n")
+        keep = [False] * len(lines)
+        drop = [False] * len(lines)
+        kept_here = by_cell.get(i, [])
+        for s in statements:
+            if s.cell != i:
+                continue
+            mark = keep if s in kept_here else drop
+            for n in range(s.first, s.last + 1):
+                mark[n] = True
+        for s in kept_here:
+            if any(drop[n] for n in range(s.first, s.last + 1)):
+                if (s.binds | s.changes) & needed:
+                    result.notes.append(
+                        f"{labels[i]}: a statement the answer needs shares a line with one the grader does not "
+                        "run (`a; b`), so neither runs; put it on a line of its own.")
+            else:
+                provided |= s.binds
+        text = "\n".join(line if keep[n] and not drop[n] else "" for n, line in enumerate(lines))
+        if text.strip():
+            result.kept[i] = text
+    for name in sorted(needed - provided - BUILTIN_NAMES):
+        result.notes.append(_missing_note(name, exercise, statements, labels, broken))
+    return result
+
+
+def _missing_note(name: str, exercise: str, statements: Sequence[_Statement], labels: Sequence[str],
+                  broken: Sequence[int]) -> str:
+    where = [s for s in statements if name in s.binds]
+    if where:
+        s = where[-1]
+        return (f"`{exercise}` uses `{name}`, defined in {labels[s.cell]} (line {s.first + 1}) by a statement "
+                f"the grader does not run: {s.refused}.")
+    if name in JUPYTER_NAMES:
+        return f"`{exercise}` uses `{name}`, which Jupyter provides and the grader does not."
+    if broken:
+        return (f"`{exercise}` uses `{name}`, which no readable cell defines ({labels[broken[0]]} is not "
+                "valid Python, so nothing in it runs).")
+    return f"`{exercise}` uses `{name}`, which no cell defines at its top level."
+
+
+def check_notes(exercise: str, history: Sequence[str], other_exercises: Iterable[str] = ()) -> list[str]:
+    """Notes for ``check``: what a grader would not run of ``history`` (the cells run so far, in order).
+
+    The answer cell is the last one that binds ``exercise``; another exercise's name belongs to the
+    last cell that binds it. Empty when the answer cell cannot be found.
+    """
+    owners: dict[str, int] = {}
+    answer = None
+    for i, src in enumerate(history):
+        try:
+            tree = ast.parse(python_source(src))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        bound = set().union(*(binds(n) for n in tree.body)) if tree.body else set()
+        for name in set(other_exercises) & bound:
+            owners[name] = i
+        if exercise in bound:
+            answer = i
+    if answer is None:
+        return []
+    cells = list(history)
+    labels = [f"the cell you ran as In[{i}]" for i in range(len(cells))]
+    return slice_cells(cells, answer, exercise, owners, labels).notes

@@ -1,0 +1,193 @@
+"""LMS bulk downloads: who handed in which notebook, read from Canvas and Moodle names.
+
+Canvas (Assignments, "Download Submissions") gives one folder of files named::
+
+    name[_LATE]_userid_submissionid_originalname[-N].ipynb
+    smithbob_LATE_340934_208490284_01_scaling-1.ipynb
+
+``-N`` is Canvas's mark on the N-th resubmission of a file with the same name: the highest N is
+graded and the feedback says which. Moodle ("Download all submissions") gives one folder per
+learner, ``Full Name_participantid_assignsubmission_file_/original.ipynb`` (or, with folders
+turned off, files named ``Full Name_participantid_assignsubmission_file_original.ipynb``).
+
+Learners are keyed on the LMS id (the Canvas user id, the Moodle participant id), never on the
+name, so one learner's files stay together whatever they are called. A file that follows neither
+naming cannot be attributed: it is listed (:class:`Unattributed`), never dropped or merged into
+someone. Folders that are not LMS downloads are read as before (:func:`submissions.discover`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lessonlib.grading.submissions import CourseNotebook, Learner, add_notebook, assign_keys, discover, match_course
+
+CANVAS_FILE = re.compile(r"^(?P<name>[^_]+)(?P<late>_LATE)?_(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
+MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?$")
+MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<file>.+)$")
+RESUBMISSION = re.compile(r"^(?P<base>.+)-(?P<n>\d+)$")
+
+
+@dataclass(frozen=True)
+class Unattributed:
+    """A file in an LMS download that names no learner."""
+
+    path: Path
+    reason: str
+
+
+@dataclass
+class Found:
+    """Every learner found in the SUBMISSION arguments, and the files no learner could be given."""
+
+    learners: list[Learner]
+    unattributed: list[Unattributed] = field(default_factory=list)
+    layouts: dict[str, str] = field(default_factory=dict)  # SUBMISSION folder -> canvas | moodle
+
+
+def _visible(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+
+
+def layout(folder: Path) -> str | None:
+    """"canvas" or "moodle" when ``folder`` is that LMS's bulk download, else None."""
+    entries = _visible(folder)
+    if any(p.is_file() and p.suffix == ".ipynb" and CANVAS_FILE.match(p.stem) for p in entries):
+        return "canvas"
+    if any(p.is_dir() and MOODLE_FOLDER.match(p.name) for p in entries) or any(
+            p.is_file() and MOODLE_FILE.match(p.name) for p in entries):
+        return "moodle"
+    return None
+
+
+@dataclass
+class _Version:
+    path: Path
+    original: str  # the learner's own file name, without the resubmission mark
+    number: int  # 0 for the first submission, N for "-N"
+
+
+@dataclass
+class _Entry:
+    learner: Learner
+    versions: dict[str, list[_Version]] = field(default_factory=dict)  # course notebook -> versions
+
+
+def _version(stem: str, courses: Sequence[CourseNotebook]) -> tuple[str, int]:
+    """(original stem, resubmission number): "01_scaling-2" is the second resubmission of 01_scaling,
+    unless a course notebook is really called "...-2"."""
+    match = RESUBMISSION.match(stem)
+    if match is None or any(c.stem == stem for c in courses):
+        return stem, 0
+    return match["base"], int(match["n"])
+
+
+def _attribute(entries: dict[str, _Entry], lms_id: str, name: str, path: Path, original: str,
+               courses: Sequence[CourseNotebook], *, late: bool = False) -> None:
+    entry = entries.setdefault(lms_id, _Entry(Learner(name, "", lms_id=lms_id)))
+    learner = entry.learner
+    learner.late = learner.late or late
+    if path.is_symlink():
+        learner.notes.append(f"{path.name} is a symbolic link, not a notebook file; it was not graded.")
+        return
+    if path.suffix != ".ipynb":
+        learner.notes.append(f"{path.name} is not a notebook; it was not graded.")
+        return
+    stem, number = _version(Path(original).stem, courses)
+    course = match_course(path, courses, stem)
+    if course is None:
+        learner.notes.append(f"{path.name} is not one of the exercise notebooks; it was not graded.")
+        return
+    entry.versions.setdefault(course.name, []).append(_Version(path, f"{stem}.ipynb", number))
+
+
+def _settle(entry: _Entry, courses: Sequence[CourseNotebook]) -> Learner:
+    """Pick the latest resubmission of each notebook and say so in the learner's notes."""
+    learner = entry.learner
+    by_name = {c.name: c for c in courses}
+    for course_name, versions in entry.versions.items():
+        latest = max(v.number for v in versions)
+        if len({v.number for v in versions}) > 1:
+            names = ", ".join(v.path.name for v in sorted(versions, key=lambda v: v.number))
+            chosen = next(v for v in versions if v.number == latest)
+            learner.notes.append(f"{course_name} was submitted {len(versions)} times ({names}); the latest, "
+                                 f"{chosen.path.name}, was graded.")
+        for version in (v for v in versions if v.number == latest):
+            add_notebook(learner, by_name[course_name], version.path)
+    if learner.late:
+        learner.notes.append("The LMS marks this submission late.")
+    return learner
+
+
+def _read_canvas(folder: Path, courses: Sequence[CourseNotebook], entries: dict[str, _Entry],
+                 unattributed: list[Unattributed]) -> None:
+    for path in _visible(folder):
+        match = CANVAS_FILE.match(path.stem) if path.is_file() or path.is_symlink() else None
+        if match is None:
+            what = "a folder" if path.is_dir() else "a file"
+            unattributed.append(Unattributed(path, f"{what} not named as Canvas names submissions "
+                                                   "(name[_LATE]_userid_submissionid_file)"))
+            continue
+        _attribute(entries, f"canvas:{match['id']}", match["name"], path, match["file"] + path.suffix, courses,
+                   late=bool(match["late"]))
+
+
+def _read_moodle(folder: Path, courses: Sequence[CourseNotebook], entries: dict[str, _Entry],
+                 unattributed: list[Unattributed]) -> None:
+    for path in _visible(folder):
+        if path.is_dir():
+            match = MOODLE_FOLDER.match(path.name)
+            files = _visible(path)
+            if match is None:
+                unattributed += [Unattributed(f, "in a folder not named as Moodle names submissions "
+                                                 "(Full Name_id_assignsubmission_file_)") for f in files]
+                if not files:
+                    unattributed.append(Unattributed(path, "an empty folder not named as Moodle names submissions"))
+                continue
+            key = f"moodle:{match['id']}"
+            entries.setdefault(key, _Entry(Learner(match["name"], "", lms_id=key)))
+            for file in files:
+                if file.is_dir():
+                    unattributed.append(Unattributed(file, "a folder inside a Moodle submission folder"))
+                    continue
+                _attribute(entries, key, match["name"], file, file.name, courses)
+            continue
+        match = MOODLE_FILE.match(path.name)
+        if match is None:
+            unattributed.append(Unattributed(path, "a file not named as Moodle names submissions "
+                                                   "(Full Name_id_assignsubmission_file_original)"))
+            continue
+        _attribute(entries, f"moodle:{match['id']}", match["name"], path, match["file"], courses)
+
+
+def find_learners(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> Found:
+    """Learners from the SUBMISSION arguments: LMS downloads by id, other folders and files as before."""
+    entries: dict[str, _Entry] = {}
+    unattributed: list[Unattributed] = []
+    layouts: dict[str, str] = {}
+    plain: list[Path] = []
+    expanded: list[Path] = []
+    for path in paths:  # a folder holding an LMS download (and perhaps learner folders): look inside
+        subs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")) if path.is_dir() else []
+        if subs and layout(path) is None and not any(path.glob("*.ipynb")) and any(layout(s) for s in subs):
+            expanded += subs
+        else:
+            expanded.append(path)
+    for path in expanded:
+        kind = layout(path) if path.is_dir() else None
+        if kind == "canvas":
+            _read_canvas(path, courses, entries, unattributed)
+        elif kind == "moodle":
+            _read_moodle(path, courses, entries, unattributed)
+        else:
+            plain.append(path)
+            continue
+        layouts[str(path)] = kind
+    learners = discover(plain, courses) if plain else []
+    learners += [_settle(entry, courses) for entry in entries.values()]
+    for learner in learners:
+        learner.lms_id = learner.lms_id.split(":", 1)[-1]
+    return Found(assign_keys(learners), unattributed, layouts)

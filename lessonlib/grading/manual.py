@@ -1,0 +1,152 @@
+"""Written answers graded by hand: ``manual.csv`` out, the instructor's points and comments back in.
+
+The grader writes one row per written answer (any cell tagged ``manual``) that needs a person::
+
+    learner,lms_id,notebook,exercise,rubric,points,max_points,comment
+
+``learner`` is the learner's key (as in ``feedback/KEY.md``, where the answer is quoted for
+reading). The instructor fills ``points`` (0 to ``max_points``; empty = not graded yet) and may
+write a ``rubric`` line and a ``comment`` (shown to the learner). Running ``lessonlib grade``
+again with the same ``--out`` reads the file back: every line is checked first, and one bad line
+(points out of range or not a number, an unknown learner or question, a row given twice) refuses
+the whole file, naming each line, before anything is rewritten. The rows are kept on every run
+(a newly graded learner adds rows), so nothing typed in is lost.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lessonlib.grading import records as r
+from lessonlib.grading.files import atomic_write_text
+
+MANUAL_FILE = "manual.csv"
+MANUAL_COLUMNS = ("learner", "lms_id", "notebook", "exercise", "rubric", "points", "max_points", "comment")
+REQUIRED = ("learner", "exercise", "points")
+GRADED_BY_HAND = r.GRADED_BY_HAND  # the status of a written answer once points are given
+
+
+class ManualError(ValueError):
+    """manual.csv holds lines that cannot be applied; the message names each one."""
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One filled-in (or still empty) row of manual.csv."""
+
+    learner: str
+    exercise: str
+    points: float | None
+    rubric: str = ""
+    comment: str = ""
+    line: int = 0
+
+
+def _written(result: r.LearnerResult) -> dict[str, r.ExerciseGrade]:
+    return {g.exercise: g for g in result.exercises if g.kind == "manual"}
+
+
+def read_manual(path: Path, results: Sequence[r.LearnerResult]) -> dict[tuple[str, str], Mark]:
+    """The marks in ``path`` (none when it does not exist), checked against ``results``.
+
+    Raises ManualError naming every bad line.
+    """
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManualError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
+    reader = csv.DictReader(io.StringIO(text))
+    header = [h.strip() for h in reader.fieldnames or []]
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise ManualError(f"{path}: the columns {', '.join(missing)} are missing "
+                          f"(expected {', '.join(MANUAL_COLUMNS)})")
+    reader.fieldnames = header
+    learners = {res.key: res for res in results}
+    marks: dict[tuple[str, str], Mark] = {}
+    problems: list[str] = []
+    for row in reader:
+        line = reader.line_num
+        learner, exercise = (row.get("learner") or "").strip(), (row.get("exercise") or "").strip()
+        result = learners.get(learner)
+        if result is None:
+            problems.append(f"line {line}: unknown learner {learner!r} (the learner column holds the key used in "
+                            "feedback/KEY.md)")
+            continue
+        grade = _written(result).get(exercise)
+        if grade is None:
+            problems.append(f"line {line}: {learner} has no written question {exercise!r} "
+                            f"(written questions: {', '.join(_written(result)) or 'none'})")
+            continue
+        text = (row.get("points") or "").strip()
+        points = None
+        if text:
+            try:
+                points = float(text)
+            except ValueError:
+                problems.append(f"line {line}: points {text!r} for {learner} / {exercise} is not a number")
+                continue
+            if not math.isfinite(points) or not 0 <= points <= grade.max_points:
+                problems.append(f"line {line}: points {text} for {learner} / {exercise} is out of range "
+                                f"(0 to {grade.max_points:g})")
+                continue
+        if (learner, exercise) in marks:
+            problems.append(f"line {line}: a second row for {learner} / {exercise} (the first is on line "
+                            f"{marks[learner, exercise].line})")
+            continue
+        marks[learner, exercise] = Mark(learner, exercise, points, (row.get("rubric") or "").strip(),
+                                        (row.get("comment") or "").strip(), line)
+    if problems:
+        raise ManualError(f"{path}: " + "; ".join(problems[:20])
+                          + (f"; and {len(problems) - 20} more" if len(problems) > 20 else ""))
+    return marks
+
+
+def apply_marks(results: Sequence[r.LearnerResult], marks: dict[tuple[str, str], Mark]) -> list[r.LearnerResult]:
+    """Copies of ``results`` with the hand-given points, rubric and comment in their written answers."""
+    applied = []
+    for result in results:
+        result = copy.deepcopy(result)
+        for grade in result.exercises:
+            mark = marks.get((result.key, grade.exercise))
+            if grade.kind != "manual" or mark is None or mark.points is None:
+                continue
+            grade.points = mark.points
+            grade.status = GRADED_BY_HAND
+            grade.diagnosis = mark.rubric
+            grade.reason = mark.comment
+        applied.append(result)
+    return applied
+
+
+def manual_rows(results: Sequence[r.LearnerResult], marks: dict[tuple[str, str], Mark]) -> list[list[str]]:
+    """A row per written answer needing a person, with whatever the instructor already wrote."""
+    rows = []
+    for result in results:
+        for grade in _written(result).values():
+            mark = marks.get((result.key, grade.exercise))
+            if mark is None and grade.status not in (r.NEEDS_MANUAL, GRADED_BY_HAND):
+                continue  # nothing written: 0 points already, nothing to read
+            points = "" if mark is None or mark.points is None else f"{mark.points:g}"
+            rows.append([result.key, result.lms_id, grade.notebook, grade.exercise,
+                         mark.rubric if mark else "", points, f"{grade.max_points:g}", mark.comment if mark else ""])
+    return rows
+
+
+def write_manual(out: Path, results: Sequence[r.LearnerResult], marks: dict[tuple[str, str], Mark]) -> Path:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(MANUAL_COLUMNS)
+    writer.writerows(manual_rows(results, marks))
+    path = Path(out) / MANUAL_FILE
+    atomic_write_text(path, buffer.getvalue())
+    return path

@@ -1,0 +1,179 @@
+"""Rosters from the LMS in, ``lms-import.csv`` out: a file Canvas or Moodle imports unchanged.
+
+Two rosters are recognised by their header:
+
+- a Canvas gradebook export (Grades, Export): ``Student, ID, SIS User ID, SIS Login ID,
+  Section``, then one column per assignment (``Name (assignment id)``) and totals; a second row
+  ``Points Possible``. The import file keeps the identifying columns and one assignment column:
+  the existing one called NAME (``--assignment``), or a new one, which Canvas creates on import.
+- a Moodle grading worksheet (Assignment, View all submissions, Download grading worksheet):
+  ``Identifier`` (``Participant 123``), ``Full name``, ``Email address``, ``Status``, ``Grade``,
+  ``Maximum Grade``, ... The import file is the worksheet with ``Grade`` filled in (scaled to
+  ``Maximum Grade`` when that differs from the course's total); Moodle checks the other columns.
+
+Learners are matched on the LMS id from the download (Canvas user id, Moodle participant id),
+else on the folder name against a login, id or e-mail. Roster learners with no submission get 0
+and are marked missing; submissions not in the roster are listed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lessonlib.grading import records as r
+from lessonlib.grading.files import atomic_write_text
+
+LMS_IMPORT = "lms-import.csv"
+CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
+CANVAS_REQUIRED = ("Student", "ID", "SIS Login ID", "Section")
+MOODLE_REQUIRED = ("Identifier", "Full name", "Grade")
+POINTS_POSSIBLE = "Points Possible"
+
+
+class RosterError(ValueError):
+    """The roster is not a Canvas gradebook export or a Moodle grading worksheet, or cannot be used."""
+
+
+@dataclass
+class Roster:
+    """A roster as read: its kind, header and rows, and the column the points go into."""
+
+    path: Path
+    kind: str  # "canvas" or "moodle"
+    header: list[str]
+    rows: list[dict[str, str]]
+    column: str  # the assignment column (Canvas) or "Grade" (Moodle)
+    new_column: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def learner_id(self, row: dict[str, str]) -> str:
+        """The LMS id of a learner row ("" for Canvas's Points Possible and other non-learner rows)."""
+        if self.kind == "canvas":
+            return (row.get("ID") or "").strip()
+        match = re.search(r"(\d+)\s*$", row.get("Identifier") or "")
+        return match.group(1) if match else ""
+
+    def learner_name(self, row: dict[str, str]) -> str:
+        return (row.get("Student") if self.kind == "canvas" else row.get("Full name")) or ""
+
+    def aliases(self, row: dict[str, str]) -> set[str]:
+        """Other names a plain learner folder may carry: login, SIS id, e-mail and its local part."""
+        names = {self.learner_id(row)}
+        for column in ("SIS Login ID", "SIS User ID", "Email address", "Integration ID"):
+            value = (row.get(column) or "").strip()
+            if value:
+                names |= {value, value.split("@")[0]}
+        return {n.lower() for n in names if n}
+
+
+def _columns_message() -> str:
+    return (f"expected a Canvas gradebook export (columns {', '.join(CANVAS_REQUIRED)}, ...) or a Moodle grading "
+            f"worksheet (columns {', '.join(MOODLE_REQUIRED)}, ...)")
+
+
+def read_roster(path: Path, assignment: str | None) -> Roster:
+    """Read ``path`` and decide, from its header, which LMS it comes from."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise RosterError(f"{path}: no such roster file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RosterError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
+    reader = csv.DictReader(io.StringIO(text))
+    header = [h.strip() for h in reader.fieldnames or []]
+    reader.fieldnames = header
+    rows = [{k: (v if isinstance(v, str) else "") for k, v in row.items() if k is not None} for row in reader]
+    if all(c in header for c in CANVAS_REQUIRED):
+        if not assignment:
+            raise RosterError(f"{path} is a Canvas gradebook: name the assignment column with --assignment NAME")
+        pattern = re.compile(re.escape(assignment) + r"(\s*\(\d+\))?")
+        existing = [h for h in header if pattern.fullmatch(h)]
+        column = existing[0] if existing else assignment
+        return Roster(path, "canvas", header, rows, column, new_column=not existing)
+    if all(c in header for c in MOODLE_REQUIRED):
+        roster = Roster(path, "moodle", header, rows, "Grade")
+        if assignment:
+            roster.notes.append(f"a Moodle worksheet belongs to one assignment: --assignment {assignment!r} is not "
+                                "needed (the Grade column is filled)")
+        return roster
+    shown = ", ".join(header[:8]) + (" ..." if len(header) > 8 else "") if header else "none"
+    raise RosterError(f"{path}: not a roster this grader knows; {_columns_message()}; its columns are: {shown}")
+
+
+@dataclass
+class Matched:
+    """Roster rows paired with results; what is missing on either side."""
+
+    pairs: list[tuple[dict[str, str], r.LearnerResult | None]]
+    not_in_roster: list[r.LearnerResult]
+
+    @property
+    def missing(self) -> list[dict[str, str]]:
+        return [row for row, res in self.pairs if res is None]
+
+
+def match(roster: Roster, results: Sequence[r.LearnerResult]) -> Matched:
+    """Pair every learner row of the roster with its result (by LMS id, else by login or e-mail)."""
+    by_id = {res.lms_id: res for res in results if res.lms_id}
+    by_name = {res.key.lower(): res for res in results} | {res.learner.lower(): res for res in results}
+    used: set[str] = set()
+    pairs = []
+    for row in roster.rows:
+        lms_id = roster.learner_id(row)
+        if not lms_id:
+            continue  # Points Possible and other rows that are not learners
+        res = by_id.get(lms_id) or next((by_name[a] for a in sorted(roster.aliases(row)) if a in by_name), None)
+        if res is not None and res.key in used:
+            res = None
+        if res is not None:
+            used.add(res.key)
+        pairs.append((row, res))
+    return Matched(pairs, [res for res in results if res.key not in used])
+
+
+def _num(x: float) -> str:
+    return f"{round(x, 2):g}"
+
+
+def lms_import_text(roster: Roster, matched: Matched, max_points: float) -> str:
+    """The import file's text, in the roster's own format."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    if roster.kind == "canvas":
+        ids = [c for c in roster.header if c in CANVAS_COLUMNS]
+        writer.writerow([*ids, roster.column])
+        for row in roster.rows:
+            if (row.get("Student") or "").strip() == POINTS_POSSIBLE:
+                writer.writerow([row.get(c, "") for c in ids] + [_num(max_points)])
+        for row, res in matched.pairs:
+            writer.writerow([row.get(c, "") for c in ids] + [_num(res.points if res else 0.0)])
+        return buffer.getvalue()
+    writer.writerow(roster.header)
+    for row, res in matched.pairs:
+        out = dict(row)
+        scale = _maximum(row, max_points) / max_points if max_points else 1.0
+        out["Grade"] = _num((res.points if res else 0.0) * scale)
+        if res is None and "Feedback comments" in out and not out["Feedback comments"].strip():
+            out["Feedback comments"] = "Missing: no submission was found."
+        writer.writerow([out.get(c, "") for c in roster.header])
+    return buffer.getvalue()
+
+
+def _maximum(row: dict[str, str], default: float) -> float:
+    try:
+        value = float((row.get("Maximum Grade") or "").strip())
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def write_lms_import(out: Path, roster: Roster, matched: Matched, max_points: float) -> Path:
+    path = Path(out) / LMS_IMPORT
+    atomic_write_text(path, lms_import_text(roster, matched, max_points))
+    return path

@@ -1,0 +1,232 @@
+"""One verdict: the grader sees what the learner's notebook defines, as check() does, or says what it cannot run.
+
+Unit tests of the cell slicing in ``lessonlib.exercises.cells``, then learners' notebooks with
+helper cells (constants computed by calls, imports, functions, cells below the answer) run top to
+bottom in a kernel and graded by ``lessonlib grade``: the two verdicts agree.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lessonlib.exercises.cells import check_notes, slice_cells
+from lessonlib.notebook_tools import execute_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SETUP = "import math\n\nimport numpy as np\n\nfrom lessonlib.exercises import check"
+
+
+# --- slicing ---------------------------------------------------------------------------------------
+
+
+def test_a_constant_computed_by_a_call_is_run_when_a_helper_reads_it():
+    cells = [
+        SETUP,
+        "SCALE = np.sqrt(8)\nprint('an experiment')\nUNUSED = np.ones(3)",
+        "def helper(x):\n    return x / SCALE",
+        "def masked_softmax(scores, allowed):\n    return helper(scores)",
+    ]
+    cut = slice_cells(cells, 3, "masked_softmax")
+    assert cut.notes == []
+    assert "SCALE = np.sqrt(8)" in cut.kept[1]
+    assert "print" not in cut.kept[1] and "UNUSED" not in cut.kept[1]  # not needed, not a definition
+    assert cut.kept[1].count("\n") == cells[1].count("\n")  # line numbers kept for tracebacks
+    assert "def helper" in cut.kept[2] and cut.kept[3] == cells[3]
+
+
+def test_what_a_needed_name_depends_on_is_run_too_and_changes_to_it_as_well():
+    cells = [
+        "import numpy as np\nimport math as m",
+        "BASE = 10 ** 4\nTABLE = []\nTABLE.append(m.log(BASE))\nnp.random.seed(0)\nplot_everything()",
+        "def sinusoidal_positions(n, d):\n    return np.full((n, d), TABLE[0])",
+    ]
+    cut = slice_cells(cells, 2, "sinusoidal_positions")
+    assert cut.notes == []
+    kept = cut.kept[1]
+    assert "TABLE.append(m.log(BASE))" in kept and "BASE = 10 ** 4" in kept and "TABLE = []" in kept
+    assert "seed" not in kept and "plot_everything" not in kept
+    assert {"TABLE", "BASE", "m", "np"} <= cut.needed
+
+
+def test_cells_below_the_answer_count_as_the_notebook_runs_them_top_to_bottom():
+    cells = [SETUP, "def causal_mask(n):\n    return helper(n)", "check('causal_mask', causal_mask)",
+             "def helper(n):\n    return np.tri(n, dtype=bool)"]
+    cut = slice_cells(cells, 1, "causal_mask")
+    assert cut.notes == [] and "def helper" in cut.kept[3] and 2 not in cut.kept
+
+
+def test_what_cannot_run_is_named_with_the_reason():
+    cells = [
+        SETUP,
+        "import matplotlib.pyplot as plt\nWIDTH = plt.rcParams['figure.dpi']",
+        "def padding_mask(lengths, m):\n    return causal_mask(m)[lengths] * WIDTH + display(1)",
+        "def causal_mask(n):\n    return np.tri(n, dtype=bool)",
+        "def causal_mask(n):  # a second try, in a scratch cell\n    return None",
+    ]
+    cut = slice_cells(cells, 2, "padding_mask", {"causal_mask": 3})
+    notes = "\n".join(cut.notes)
+    assert "`plt`" in notes and "plotting or widget library" in notes
+    assert "`display`" in notes and "Jupyter provides" in notes
+    assert "`causal_mask`" not in notes  # its own answer cell defines it, and that runs
+    assert "a second try" not in cut.kept.get(4, "")  # another cell may not redefine an exercise
+    assert "WIDTH = plt.rcParams" in cut.kept[1]  # needed, so it runs (and fails there, as reported)
+
+
+def test_a_needed_statement_on_a_shared_line_is_reported():
+    cells = [SETUP, "import matplotlib.pyplot as plt", "EPS = np.finfo(float).eps; plt.show()",
+             "def alibi_slopes(n):\n    return 2.0 ** (-8 * np.arange(1, n + 1) / n) + 0 * EPS"]
+    notes = slice_cells(cells, 3, "alibi_slopes").notes
+    assert any("shares a line" in n for n in notes) and any("`EPS`" in n for n in notes)
+
+
+def test_check_reads_the_kernel_history_the_same_way():
+    history = ["", SETUP, "import matplotlib.pyplot as plt", "def alibi_slopes(n):\n    return plt.gca()",
+               "check('alibi_slopes', alibi_slopes)"]
+    notes = check_notes("alibi_slopes", history)
+    assert len(notes) == 1 and "`plt`" in notes[0] and "In[2]" in notes[0]
+    assert check_notes("alibi_slopes", ["", SETUP]) == []  # no answer cell: nothing to say
+
+
+# --- notebooks run top to bottom, then graded ------------------------------------------------------
+
+HELPERS_02 = '''import math as m
+
+FILL = float("-inf")  # a call: a grader that kept only constant definitions would drop it
+LOG_TINY = m.log(np.finfo(float).tiny)
+print("helpers ready")
+
+
+def _exclude(scores, allowed):
+    return np.where(allowed, scores, FILL)
+'''
+
+MASKED_SOFTMAX_02 = '''def masked_softmax(scores, allowed):
+    masked = _exclude(scores, allowed)
+    top = np.max(masked, axis=-1, keepdims=True)
+    top = np.where(np.isneginf(top), 0.0, top)
+    e = np.exp(masked - top)
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > LOG_TINY * 0)
+'''
+
+BELOW_02 = '''def _tri(n):
+    return np.arange(n)[None, :] <= np.arange(n)[:, None]
+
+
+SIZES = list(range(3))
+SIZES.append(99)
+'''
+
+CAUSAL_02 = '''def causal_mask(length):
+    assert SIZES[-1] == 99
+    return _tri(length)
+'''
+
+DISPLAY_02 = '''def padding_mask(lengths, max_length):
+    display("a Jupyter-only helper")
+    return np.arange(max_length)[None, :] < np.asarray(lengths)[:, None]
+'''
+
+FULL_MATRIX_04 = '''def tiled_attention(query, key, value, block_size):
+    scores = query @ np.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])  # (..., L, S): all of it
+    out = np.empty(scores.shape[:-1] + (value.shape[-1],))
+    for q0 in range(0, scores.shape[-2], block_size):
+        block = scores[..., q0:q0 + block_size, :]
+        w = np.exp(block - block.max(-1, keepdims=True))
+        out[..., q0:q0 + block_size, :] = (w / w.sum(-1, keepdims=True)) @ value
+    return out
+'''
+
+
+def _learner_notebook(name: str, answers: dict[str, str], extra: dict[str, tuple[str, str]]) -> nbformat.NotebookNode:
+    """The released notebook with answer cells replaced and extra cells ('before'/'after', id) added."""
+    nb = nbformat.read(ROOT / "exercises" / name, as_version=4)
+    cells = []
+    for cell in nb.cells:
+        if cell.get("id") in answers:
+            cell.source = answers[cell.id]
+        placed = [(where, src) for cid, (where, src) in extra.items() if cid == cell.get("id")]
+        cells += [nbformat.v4.new_code_cell(src) for where, src in placed if where == "before"]
+        cells.append(cell)
+        cells += [nbformat.v4.new_code_cell(src) for where, src in placed if where == "after"]
+    nb.cells = cells
+    return nb
+
+
+_HEADLINE = re.compile(r"^(\w+): (passed|failed|not attempted yet), ([\d.]+) / ([\d.]+) points", re.M)
+
+
+def _check_outputs(path: Path) -> tuple[dict[str, tuple[str, float]], str]:
+    """exercise -> (status, points) from the executed check cells, and all their text."""
+    nb = nbformat.read(path, as_version=4)
+    verdicts, texts = {}, []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            text = out.get("text") or out.get("data", {}).get("text/plain", "")
+            texts.append(text)
+            for name, status, points, _ in _HEADLINE.findall(text):
+                verdicts[name] = (status, float(points))
+    return verdicts, "\n".join(texts)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("one-verdict")
+    learner = root / "submissions" / "lee"
+    learner.mkdir(parents=True)
+    notebooks = {
+        "02_masking.ipynb": _learner_notebook(
+            "02_masking.ipynb",
+            {"masked-softmax-answer": MASKED_SOFTMAX_02, "causal-answer": CAUSAL_02, "padding-answer": DISPLAY_02},
+            {"masked-softmax-prompt": ("before", HELPERS_02), "causal-answer": ("after", BELOW_02)},
+        ),
+        "04_cost.ipynb": _learner_notebook("04_cost.ipynb", {"tiled-answer": FULL_MATRIX_04}, {}),
+    }
+    for name, nb in notebooks.items():
+        nbformat.write(nb, learner / name)
+        execute_notebook(learner / name)
+    out = root / "grades"
+    subprocess.run([sys.executable, "-m", "lessonlib.cli", "grade", str(learner), "--out", str(out), "--quiet"],
+                   check=True, capture_output=True, text=True, timeout=600)
+    data = json.loads((out / "grades.json").read_text())
+    grades = {g["exercise"]: g for g in data["learners"][0]["exercises"]}
+    checks, text = {}, ""
+    for name in notebooks:
+        verdicts, more = _check_outputs(learner / name)
+        checks.update(verdicts)
+        text += more
+    feedback = next((out / "feedback").glob("*.md")).read_text()
+    return grades, checks, text, feedback
+
+
+def test_helpers_in_other_cells_give_one_verdict(graded):
+    grades, checks, _, _ = graded
+    for name in ("masked_softmax", "causal_mask"):
+        assert checks[name] == ("passed", grades[name]["max_points"]), name
+        assert grades[name]["status"] == "passed", grades[name]
+        assert grades[name]["points"] == checks[name][1]
+
+
+def test_a_full_matrix_tiled_answer_loses_the_memory_points_in_both(graded):
+    grades, checks, text, _ = graded
+    assert checks["tiled_attention"][0] == "failed" and grades["tiled_attention"]["status"] == "failed"
+    assert checks["tiled_attention"][1] == grades["tiled_attention"]["points"] < grades["tiled_attention"]["max_points"]
+    assert "builds_full_score_matrix" in text
+    assert "builds_full_score_matrix" in [d["name"] for d in grades["tiled_attention"]["diagnoses"]]
+
+
+def test_what_the_grader_cannot_run_is_said_in_check_and_in_the_feedback(graded):
+    grades, checks, text, feedback = graded
+    assert checks["padding_mask"][0] == "passed"  # the kernel has display()
+    assert "would not run everything this answer uses" in text and "`display`" in text
+    assert grades["padding_mask"]["status"] != "passed"  # the grader has not ...
+    assert any("`display`" in note for note in grades["padding_mask"]["notes"])  # ... and says why
+    assert "`display`" in feedback
