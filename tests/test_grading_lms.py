@@ -16,6 +16,7 @@ import pytest
 from grading_submissions import EXERCISES, SOLUTIONS, WRONG_PADDING, masking, notebook, stub_learner, write_learner
 
 from lessonlib import cli
+from lessonlib.exercises import MANUAL_QUESTIONS
 from lessonlib.grading import records as r
 from lessonlib.grading.lms import find_learners, layout
 from lessonlib.grading.manual import ManualError, read_manual
@@ -36,7 +37,8 @@ def _write(path: Path, nb: object) -> Path:
 
 def _canvas_download(folder: Path) -> Path:
     """smithbob: 01_scaling twice (the stub, then a resubmission "-1", late) and 02_masking;
-    jonesamy: 04_cost and a masking notebook under her own name; doedan: not in the roster;
+    jonesamy: 04_cost, 05_interpretation (with the written answer) and a masking notebook under her
+    own name; doedan: not in the roster;
     two files that name nobody."""
     folder.mkdir(parents=True)
     _write(folder / "smithbob_340934_208490100_01_scaling.ipynb", notebook("01_scaling.ipynb",
@@ -45,6 +47,7 @@ def _canvas_download(folder: Path) -> Path:
     _write(folder / "smithbob_LATE_340934_208490285_02_masking.ipynb",
            masking({"padding_mask": WRONG_PADDING})["02_masking.ipynb"])
     _write(folder / "jonesamy_412233_208490300_04_cost.ipynb", notebook("04_cost.ipynb"))
+    _write(folder / "jonesamy_412233_208490302_05_interpretation.ipynb", notebook("05_interpretation.ipynb"))
     _write(folder / "jonesamy_412233_208490301_my_masking_work.ipynb", notebook("02_masking.ipynb"))
     _write(folder / "doedan_777777_208490400_02_masking.ipynb", notebook("02_masking.ipynb"))
     (folder / "README.txt").write_text("submissions downloaded from Canvas\n")
@@ -78,7 +81,8 @@ def test_canvas_files_are_grouped_by_user_id_latest_resubmission_wins(tmp_path: 
     assert any("submitted 2 times" in n and "the latest, smithbob_LATE_340934_208490284_01_scaling-1.ipynb" in n
                for n in bob.notes)
     amy = learners["412233"]
-    assert sorted(amy.files) == ["02_masking.ipynb", "04_cost.ipynb"] and not amy.late  # by content, by name
+    assert sorted(amy.files) == ["02_masking.ipynb", "04_cost.ipynb", "05_interpretation.ipynb"]  # by content, by name
+    assert not amy.late
     assert sorted(u.path.name for u in found.unattributed) == ["README.txt", "notebook.ipynb"]
     assert all("Canvas" in u.reason for u in found.unattributed)
 
@@ -241,7 +245,8 @@ def test_canvas_batch_with_roster_and_manual_round_trip(tmp_path: Path, capsys: 
     grade = next(g for g in learner["exercises"] if g["exercise"] == exercise)
     assert grade["status"] == "graded_by_hand" and grade["points"] == 1.5
     feedback = (out / "feedback" / f"{key}.md").read_text()
-    assert "1.5 / 2 points, graded by hand" in feedback and "Good: say what an ablation would show." in feedback
+    most = MANUAL_QUESTIONS[exercise].points
+    assert f"1.5 / {most:g} points, graded by hand" in feedback and "Good: say what an ablation would show." in feedback
     assert any(row["exercise"] == exercise and row["points"] == "1.5" and row["status"] == "graded_by_hand"
                for row in _csv_rows(out / "grades.csv") if row["learner"] == next(
                    lr["learner"] for lr in after["learners"] if lr["key"] == key))

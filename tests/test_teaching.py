@@ -30,10 +30,6 @@ NOTEBOOKS = ROOT / "notebooks"
 LESSONS = ("00_start_here", "01_scaling", "02_masking", "03_position", "04_cost", "05_interpretation", "06_training")
 CORE_WORD_LIMIT = 1800
 MIN_PREDICTS = 3
-# Notebooks still being rewritten to the standard on another branch of this issue: their checks are
-# expected failures until then (pytest -ra lists any that already pass as XPASS). Empty this set as
-# each one lands, so that every check applies to every notebook.
-PENDING = {"03_position", "04_cost", "05_interpretation"}
 
 
 def _cells(name: str) -> list[dict]:
@@ -44,16 +40,13 @@ def _source(cell: dict) -> str:
     return "".join(cell.get("source", []))
 
 
-def _present(names, *, pending: bool = True):
-    """pytest params for the notebooks that exist; pending ones are strict xfails."""
+def _present(names):
+    """pytest params for the notebooks that exist."""
     params = []
     for name in names:
         marks = []
         if not (NOTEBOOKS / f"{name}.ipynb").exists():
             marks.append(pytest.mark.skip(reason=f"notebooks/{name}.ipynb does not exist yet"))
-        elif pending and name in PENDING:
-            reason = f"{name} is not yet rewritten to the standard; an XPASS here means it may leave PENDING"
-            marks.append(pytest.mark.xfail(strict=False, reason=reason))
         params.append(pytest.param(name, id=name, marks=marks))
     return params
 
@@ -243,8 +236,6 @@ def test_no_model_answer_where_a_learner_reads(folder):
     for where, text in _learner_texts():
         if not where.startswith(folder):
             continue
-        if where.split("/")[1].removesuffix(".ipynb") in PENDING:
-            continue  # checked once the notebook is rewritten (see PENDING)
         words = _normalised_words(text)
         runs = {tuple(words[i:i + SHINGLE]) for i in range(len(words) - SHINGLE + 1)}
         for answer, shingles in answers.items():

@@ -93,7 +93,7 @@ EXCLUSION_EFFECTS = Exercise(
             "key is excluded, which depends on the key's value as well as its weight.",
             "For each key j: exclude it before the softmax, recompute the output, and return "
             "np.linalg.norm(output - output_without_j).",
-            "ablations", matches_model(lambda q, k, v: _weights(q, k)),
+            "exclusion", matches_model(lambda q, k, v: _weights(q, k)),
         ),
         DiagnosisSpec(
             "exclusion_not_renormalised", "Excluded after the softmax, without renormalising",

@@ -53,5 +53,5 @@ SECTIONS: dict[str, Section] = {
     "score-bytes": Section(COST, "Count the bytes first"),
     "tiled": Section(COST, "The same output without the n x n array: tiled attention"),
     "interpretation": Section(INTERPRETATION, "What one weight is"),
-    "ablations": Section(INTERPRETATION, "Ablations ranked against weights"),
+    "exclusion": Section(INTERPRETATION, "Excluding a key: the exclusion effect"),
 }
