@@ -13,7 +13,7 @@ NOTEBOOK_DIRS := notebooks solutions exercises
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[lab,test]'
 	touch $(STAMP)
 
 # Serves the whole course (notebooks/, exercises/, solutions/) and opens the map of the lesson.
@@ -41,7 +41,7 @@ notebooks: $(STAMP)
 # Re-measure every claim about torch and JAX on the real libraries (installs the `crosscheck` extra).
 # Where the libraries are missing those tests skip; REQUIRE_CROSSCHECK=1 (CI) makes that a failure.
 $(CROSSCHECK_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test,crosscheck]'
+	$(BIN)/python -m pip install --quiet -e '.[lab,test,crosscheck]'
 	touch $(CROSSCHECK_STAMP)
 
 crosscheck: $(CROSSCHECK_STAMP)
