@@ -64,14 +64,21 @@ clean-notebooks: $(STAMP)
 	$(BIN)/nb-clean clean $(NB_CLEAN_OPTIONS) $(NOTEBOOK_DIRS)
 
 # For maintainers: installs pre-commit and nbdime (the `dev` extra), the pre-commit hooks of this
-# clone, and nbdime as git's diff and merge driver for notebooks in this clone.
+# clone, and nbdime as git's diff and merge driver for notebooks in this clone. nbdime writes its
+# commands into .git/config by bare name; they are rewritten to this venv's copies so that
+# `git diff` works without activating the venv.
 $(DEV_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[lab,test,dev]'
 	touch $(DEV_STAMP)
 
+NBDIME_BIN = $(abspath $(BIN))
 hooks: $(DEV_STAMP)
 	$(BIN)/pre-commit install
 	$(BIN)/nbdime config-git --enable
+	git config diff.jupyternotebook.command '$(NBDIME_BIN)/git-nbdiffdriver diff'
+	git config merge.jupyternotebook.driver '$(NBDIME_BIN)/git-nbmergedriver merge %O %A %B %L %P'
+	git config difftool.nbdime.cmd '$(NBDIME_BIN)/git-nbdifftool diff "$$LOCAL" "$$REMOTE" "$$BASE"'
+	git config mergetool.nbdime.cmd '$(NBDIME_BIN)/git-nbmergetool merge "$$BASE" "$$LOCAL" "$$REMOTE" "$$MERGED"'
 
 # The browser tests alone (`make unit` runs them too): JupyterLab in the system Chromium, and the
 # reading copy opened offline. Without /usr/bin/chromium they skip; REQUIRE_BROWSER=1 fails instead.
