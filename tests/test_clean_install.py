@@ -110,6 +110,11 @@ def clean_install(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 what="the probe script in the clean environment")
     report = json.loads(out.read_text())
     report["stdout"] = probe.stdout
+    cli = venv / ("Scripts/lessonlib.exe" if os.name == "nt" else "bin/lessonlib")
+    report["cli_list"] = run([str(cli), "exercises", "list"], cwd=base, what="lessonlib exercises list").stdout
+    verify = subprocess.run([str(cli), "exercises", "verify", "--root", str(ROOT)], cwd=base,
+                            capture_output=True, text=True, timeout=120)
+    report["cli_verify"] = {"returncode": verify.returncode, "stderr": verify.stderr}
     report["venv"] = str(venv)
     return report
 
@@ -146,3 +151,11 @@ def test_an_explorer_computes_and_builds_its_controls(clean_install: dict[str, A
     expected = scaling.describe(scaling.compute(scaling.Settings(d_k=256, scaled=False)))
     assert clean_install["explorer_readout"] == expected  # the same numbers as in the full environment
     assert clean_install["explorer_widget"] in {"VBox", "HBox", "Box", "GridBox"}
+
+
+def test_the_command_runs_and_maintainer_commands_say_what_they_need(clean_install: dict[str, Any]) -> None:
+    assert "masked_softmax" in clean_install["cli_list"]
+    verify = clean_install["cli_verify"]
+    assert verify["returncode"] == 1, verify
+    assert "needs nbformat" in verify["stderr"] and "[lab,test]" in verify["stderr"], verify["stderr"]
+    assert "Traceback" not in verify["stderr"], verify["stderr"]
