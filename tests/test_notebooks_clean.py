@@ -61,6 +61,17 @@ def test_the_makefile_and_the_hook_clean_alike() -> None:
     assert {"--preserve-cell-outputs", "--preserve-execution-counts", "--preserve-notebook-metadata"} <= keep
 
 
+def test_hooks_pin_the_versions_the_test_extra_installs() -> None:
+    import tomllib  # standard library from Python 3.11
+
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    hook_pins = {dep for repo in config["repos"] for h in repo["hooks"] for dep in h.get("additional_dependencies", [])}
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert {pin.split("==")[0] for pin in hook_pins} == {"ruff", "nb-clean"}, hook_pins
+    for pin in hook_pins:
+        assert pin in extras["test"], f"{pin} is pinned in .pre-commit-config.yaml but not in the test extra"
+
+
 def test_committed_notebooks_are_clean() -> None:
     done = run_nb_clean("check", *NOTEBOOK_DIRS)
     assert done.returncode in (0, 1), f"nb-clean could not check the notebooks:\n{done.stderr}"
