@@ -6,14 +6,21 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CROSSCHECK_STAMP := $(VENV)/.crosscheck-installed
+DEV_STAMP := $(VENV)/.dev-installed
 NOTEBOOK_DIRS := notebooks solutions exercises
+# What nb-clean keeps: stored outputs and execution counts (nbval compares them), notebook metadata
+# (metadata.widgets is the explorers' saved state for the reading copy) and cell tags. The same
+# options as the nb-clean hook in .pre-commit-config.yaml (tests/test_notebooks_clean.py checks).
+NB_CLEAN_OPTIONS := --preserve-cell-outputs --preserve-execution-counts --preserve-notebook-metadata \
+	--preserve-cell-metadata-field tags
 
-.PHONY: lab test lint unit verify-exercises notebooks execute clean crosscheck browser site
+.PHONY: lab test lint unit verify-exercises notebooks execute clean crosscheck browser site \
+	clean-notebooks hooks
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[lab,test]'
 	touch $(STAMP)
 
 # Serves the whole course (notebooks/, exercises/, solutions/) and opens the map of the lesson.
@@ -41,7 +48,7 @@ notebooks: $(STAMP)
 # Re-measure every claim about torch and JAX on the real libraries (installs the `crosscheck` extra).
 # Where the libraries are missing those tests skip; REQUIRE_CROSSCHECK=1 (CI) makes that a failure.
 $(CROSSCHECK_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test,crosscheck]'
+	$(BIN)/python -m pip install --quiet -e '.[lab,test,crosscheck]'
 	touch $(CROSSCHECK_STAMP)
 
 crosscheck: $(CROSSCHECK_STAMP)
@@ -50,6 +57,28 @@ crosscheck: $(CROSSCHECK_STAMP)
 # Re-execute every committed notebook in place (after changing a notebook or the engine).
 execute: $(STAMP)
 	$(BIN)/python -m lessonlib.notebook_tools execute $(NOTEBOOK_DIRS)
+
+# Strip editor noise (cell metadata other than tags, execution timings, signatures) from every
+# committed notebook, as the pre-commit hook does; outputs stay, so nothing needs re-executing.
+clean-notebooks: $(STAMP)
+	$(BIN)/nb-clean clean $(NB_CLEAN_OPTIONS) $(NOTEBOOK_DIRS)
+
+# For maintainers: installs pre-commit and nbdime (the `dev` extra), the pre-commit hooks of this
+# clone, and nbdime as git's diff and merge driver for notebooks in this clone. nbdime writes its
+# commands into .git/config by bare name; they are rewritten to this venv's copies so that
+# `git diff` works without activating the venv.
+$(DEV_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[lab,test,dev]'
+	touch $(DEV_STAMP)
+
+NBDIME_BIN = $(abspath $(BIN))
+hooks: $(DEV_STAMP)
+	$(BIN)/pre-commit install
+	$(BIN)/nbdime config-git --enable
+	git config diff.jupyternotebook.command '$(NBDIME_BIN)/git-nbdiffdriver diff'
+	git config merge.jupyternotebook.driver '$(NBDIME_BIN)/git-nbmergedriver merge %O %A %B %L %P'
+	git config difftool.nbdime.cmd '$(NBDIME_BIN)/git-nbdifftool diff "$$LOCAL" "$$REMOTE" "$$BASE"'
+	git config mergetool.nbdime.cmd '$(NBDIME_BIN)/git-nbmergetool merge "$$BASE" "$$LOCAL" "$$REMOTE" "$$MERGED"'
 
 # The browser tests alone (`make unit` runs them too): JupyterLab in the system Chromium, and the
 # reading copy opened offline. Without /usr/bin/chromium they skip; REQUIRE_BROWSER=1 fails instead.

@@ -246,9 +246,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Imported only by maintainers' commands (building exercises/, executing notebooks); a plain
+# `pip install lessonlib` into a learner's kernel leaves them out.
+MAINTAINER_MODULES = frozenset({"nbformat", "nbclient"})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except ModuleNotFoundError as exc:
+        if exc.name not in MAINTAINER_MODULES:
+            raise
+        print(f"lessonlib: this command needs {exc.name}, which a plain install of the package does not "
+              "bring (learners never need it). Install the maintainers' extras into this environment: "
+              "pip install -e '.[lab,test]' from a clone of the repository, as `make test` does.",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
