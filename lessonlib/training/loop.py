@@ -11,9 +11,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from lessonlib.training.model import AttentionModel
 from lessonlib.training.tasks import check_task
+
+
+_BLAS = ThreadpoolController()
+
+
+def one_blas_thread():
+    """A context in which BLAS runs on one thread: these matrices are tiny, and BLAS threads only wait."""
+    return _BLAS.limit(limits=1, user_api="blas")
 
 
 class TrainingDiverged(FloatingPointError):
@@ -89,19 +98,20 @@ def train(model: AttentionModel, task: object, *, steps: int, batch_size: int = 
 
         bar = tqdm(total=steps, desc=f"training ({model.position})", unit="step")
     try:
-        for step in range(steps):
-            tokens, targets = _samples(task, batch_size, length, rng)
-            loss, grads = model.loss_and_grads(tokens, targets)
-            if not math.isfinite(loss):
-                raise TrainingDiverged(
-                    f"the loss became {loss} at step {step} of {steps} (learning rate {lr:g}); the steps are "
-                    f"too large for this model: try a smaller learning rate, e.g. lr={lr / 10:g}")
-            optimiser.step(grads)
-            losses[step] = loss
-            if bar is not None:
-                bar.update(1)
-                if step % 25 == 0 or step == steps - 1:
-                    bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+        with one_blas_thread():
+            for step in range(steps):
+                tokens, targets = _samples(task, batch_size, length, rng)
+                loss, grads = model.loss_and_grads(tokens, targets)
+                if not math.isfinite(loss):
+                    raise TrainingDiverged(
+                        f"the loss became {loss} at step {step} of {steps} (learning rate {lr:g}); the steps are "
+                        f"too large for this model: try a smaller learning rate, e.g. lr={lr / 10:g}")
+                optimiser.step(grads)
+                losses[step] = loss
+                if bar is not None:
+                    bar.update(1)
+                    if step % 25 == 0 or step == steps - 1:
+                        bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
     finally:
         if bar is not None:
             bar.close()
@@ -114,11 +124,12 @@ def predictions(model: AttentionModel, task: object, *, length: int, n: int = 51
     _check_vocab(model, task)
     rng = np.random.default_rng([2, seed])
     correct, scored = [], []
-    for start in range(0, n, batch):
-        tokens, targets = _samples(task, min(batch, n - start), length, rng)
-        guess = model.logits(tokens).argmax(axis=-1)  # (b, L)
-        correct.append((guess == targets) & (targets >= 0))
-        scored.append(targets >= 0)
+    with one_blas_thread():
+        for start in range(0, n, batch):
+            tokens, targets = _samples(task, min(batch, n - start), length, rng)
+            guess = model.logits(tokens).argmax(axis=-1)  # (b, L)
+            correct.append((guess == targets) & (targets >= 0))
+            scored.append(targets >= 0)
     return np.concatenate(correct), np.concatenate(scored)
 
 
