@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CROSSCHECK_STAMP := $(VENV)/.crosscheck-installed
 NOTEBOOK_DIRS := notebooks solutions exercises
 
-.PHONY: lab test lint unit verify-exercises notebooks execute clean crosscheck browser site
+.PHONY: lab test lint unit verify-exercises notebooks execute clean crosscheck browser site train
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,11 @@ browser: $(STAMP)
 # npm on first use (tools/site/package.json).
 site: $(STAMP)
 	$(BIN)/python tools/site/build.py --out site notebooks
+
+# Retrain notebook 06's stored models (lessonlib/training/checkpoints/) and record their accuracies
+# beside them; deterministic on one machine. About five minutes on two busy cores.
+train: $(STAMP)
+	$(BIN)/python -m lessonlib.training.catalog
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -16,7 +16,6 @@ from threadpoolctl import ThreadpoolController
 from lessonlib.training.model import AttentionModel
 from lessonlib.training.tasks import check_task
 
-
 _BLAS = ThreadpoolController()
 
 
