@@ -132,7 +132,7 @@ class Result:
     settings: Settings
     accuracy: float | None  # measured on 512 sequences; None when the model refuses the length
     refusal: str  # the model's error message when it refuses, else ""
-    head: int
+    head: int  # in the last layer
     weights: np.ndarray | None  # (L, L) that head's weights on the example sequence
     allowed: np.ndarray | None  # (L, L) True where a key may be attended to
 
@@ -148,7 +148,7 @@ def _recorded() -> dict[str, dict]:
 
 
 def compute(settings: Settings) -> Result:
-    """The recorded accuracy at this length, and the previous-token head's map on the example sequence."""
+    """The recorded accuracy at this length, and the last layer's previous-token head on the example sequence."""
     if settings.model not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}, got {settings.model!r}")
     if settings.length not in LENGTHS:
@@ -161,8 +161,9 @@ def compute(settings: Settings) -> Result:
     except IndexError as refusal:
         return Result(settings, None, str(refusal), 0, None, None)
     accuracy = _recorded()[name]["accuracy"][str(settings.length)]
-    head = previous_token_head(model, tokens)
-    weights = model.attention(tokens)[0][0, head]  # (L, L)
+    layer = model.n_layers - 1  # the last layer, where the answer is read from
+    head = previous_token_head(model, tokens, layer)
+    weights = model.attention(tokens)[layer][0, head]  # (L, L)
     allowed = np.tril(np.ones(weights.shape, bool)) if model.causal else None
     return Result(settings, accuracy, "", head, weights, allowed)
 
