@@ -9,6 +9,7 @@ Adam (Kingma and Ba), per parameter array, step t = 1, 2, ...:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -75,12 +76,15 @@ def _check_vocab(model: AttentionModel, task: object) -> None:
 
 
 def train(model: AttentionModel, task: object, *, steps: int, batch_size: int = 64, length: int = 16,
-          lr: float = 3e-3, seed: int = 0, progress: bool = True) -> np.ndarray:
+          lr: float = 3e-3, seed: int = 0, progress: bool = True,
+          callback: Callable[[int, float], bool] | None = None) -> np.ndarray:
     """Train ``model`` in place with Adam on fresh batches from ``task``; returns the loss per step (steps,).
 
     The batches come from ``seed`` alone, so the same model, task and seed give the same losses.
     ``progress=True`` shows a tqdm bar (a widget in Jupyter, text elsewhere). A NaN or infinite
     loss stops the run with :class:`TrainingDiverged`, naming the step and the learning rate.
+    ``callback(step, loss)``, if given, runs after each step; returning True ends training there
+    (the history then holds the steps taken).
     """
     _check_vocab(model, task)
     for name, value in (("steps", steps), ("batch_size", batch_size), ("length", length)):
@@ -111,6 +115,9 @@ def train(model: AttentionModel, task: object, *, steps: int, batch_size: int = 
                     bar.update(1)
                     if step % 25 == 0 or step == steps - 1:
                         bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+                if callback is not None and callback(step, loss):
+                    losses = losses[: step + 1]
+                    break
     finally:
         if bar is not None:
             bar.close()
