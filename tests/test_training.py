@@ -262,3 +262,12 @@ def test_each_stored_checkpoint_scores_what_was_recorded_beside_it(name):
         else:
             assert accuracy(model, TASKS[task], length=int(length), n=catalog.EVAL_SEQUENCES) == pytest.approx(
                 value, abs=1e-12), f"{name} at length {length}"
+
+
+def test_a_callback_can_stop_training_early():
+    model = AttentionModel(16, d_model=8, n_heads=2)
+    seen = []
+    losses = train(model, TASKS["previous"], steps=50, batch_size=4, length=4, progress=False,
+                   callback=lambda step, loss: seen.append(loss) or step == 9)
+    assert losses.shape == (10,)
+    np.testing.assert_array_equal(losses, seen)

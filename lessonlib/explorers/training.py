@@ -76,6 +76,8 @@ def readout_distance(model: AttentionModel, tokens: np.ndarray, *, head: int, qu
     For one layer, excluding key j moves the logits by w_j / (1 - w_j) times this (notebook 05's
     formula, carried through the output projection W_o and the unembedding U).
     """
+    if model.n_layers != 1:
+        raise ValueError(f"the closed form holds for one layer; the model has {model.n_layers}")
     p, d_h = model.params, model.d_head
     x = p["embed"][tokens[0]]  # (L, d)
     if model.position == "sinusoidal":

@@ -43,10 +43,8 @@ def torch_loss(torch, model: AttentionModel, params: dict, tokens: np.ndarray, t
     for layer in range(model.n_layers):
         name = f"layers.{layer}."
 
-        def heads(m):
-            return (x @ params[name + m]).view(n_batch, length, h, d_h).transpose(1, 2)  # (B, H, L, d_h)
-
-        q, k, v = heads("wq"), heads("wk"), heads("wv")
+        q, k, v = ((x @ params[name + m]).view(n_batch, length, h, d_h).transpose(1, 2)  # (B, H, L, d_h)
+                   for m in ("wq", "wk", "wv"))
         if model.position == "rope":
             q, k = rotate(q), rotate(k)
         s = q @ k.transpose(-1, -2) / math.sqrt(d_h)  # (B, H, L, L)
