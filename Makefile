@@ -15,7 +15,7 @@ NB_CLEAN_OPTIONS := --preserve-cell-outputs --preserve-execution-counts --preser
 	--preserve-cell-metadata-field tags
 
 .PHONY: lab test lint unit verify-exercises notebooks execute clean crosscheck browser site \
-	clean-notebooks hooks
+	clean-notebooks hooks train
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +90,11 @@ browser: $(STAMP)
 # npm on first use (tools/site/package.json).
 site: $(STAMP)
 	$(BIN)/python tools/site/build.py --out site notebooks
+
+# Retrain notebook 06's stored models (lessonlib/training/checkpoints/) and record their accuracies
+# beside them; deterministic on one machine. About five minutes on two busy cores.
+train: $(STAMP)
+	$(BIN)/python -m lessonlib.training.catalog
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -49,6 +49,7 @@ EXPLORER_MOVES: dict[str, tuple[Move, ...]] = {
     "03_position": (Move("position", "position", PICK_NEXT, {"mechanism": "sinusoidal"}),),
     "04_cost": (Move("cost", "length n", ("ArrowRight",), {"n": 8192}),),
     "05_interpretation": (Move("interpretation", "exclude it (mask)", ("Space",), {"exclude": True}),),
+    "06_training": (Move("training", "evaluation length", PICK_NEXT, {"length": 32}),),
 }
 
 _IMPORT = re.compile(r"from[ \t]+lessonlib\.explorers[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)")

@@ -1,0 +1,16 @@
+"""Tiny attention models trained in NumPy: forward, hand-written backward, Adam, toy tasks.
+
+What notebook 06 trains, to ask the lesson's questions of trained weights instead of random
+ones: can a model without position learn an order-dependent task, what does a causal mask alone
+give it, how does each position mechanism behave past its training length, and do attention
+weights point at what a trained model uses.
+"""
+
+from lessonlib.training.loop import Adam, TrainingDiverged, accuracy, predictions, train
+from lessonlib.training.model import POSITIONS, AttentionModel, BeyondTableError, CheckpointError
+from lessonlib.training.tasks import TASKS, CopyBack, Mode, check_task
+
+__all__ = [
+    "POSITIONS", "TASKS", "Adam", "AttentionModel", "BeyondTableError", "CheckpointError", "CopyBack", "Mode",
+    "TrainingDiverged", "accuracy", "check_task", "predictions", "train",
+]

@@ -1,0 +1,56 @@
+"""The notebook-06 explorer's pure functions: stored models, refusals, and exclusion effects."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lessonlib.explorers import training as explorer
+from lessonlib.training import AttentionModel, catalog
+
+
+@pytest.mark.parametrize("name", list(explorer.MODELS))
+def test_every_model_at_every_length_gives_a_readout_and_a_statement(name):
+    for length in explorer.LENGTHS:
+        result = explorer.compute(explorer.Settings(model=name, length=length))
+        assert explorer.describe(result).strip() and explorer.alt_text(result).strip()
+        if result.accuracy is None:
+            assert name == "learned" and length > catalog.TRAIN_LENGTH
+            assert "16 rows" in result.refusal
+        else:
+            assert result.weights.shape == (length, length)
+            np.testing.assert_allclose(result.weights.sum(axis=-1), 1.0)
+            recorded = catalog.recorded()[explorer.MODELS[name]]["accuracy"][str(length)]
+            assert result.accuracy == recorded
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="model must be one of"):
+        explorer.compute(explorer.Settings(model="rotary"))
+    with pytest.raises(ValueError, match=r"length must be one of \(16, 32, 64\)"):
+        explorer.compute(explorer.Settings(length=20))
+
+
+def test_exclusion_effects_follow_the_closed_form_for_one_layer():
+    # excluding key j moves the logits by w_j / (1 - w_j) * |(o - v_j) W_o U| (notebook 05's formula)
+    model = catalog.load("previous_relative")
+    tokens, _ = explorer.example_tokens(16)
+    result = explorer.interpret(model, tokens, query=9)
+    closed = result.weights / (1 - result.weights) * result.distance
+    np.testing.assert_allclose(result.effects, closed, rtol=1e-9)
+    assert -1.0 <= result.rho <= 1.0
+
+
+def test_a_key_hidden_by_the_causal_mask_has_no_effect():
+    model = AttentionModel(6, d_model=8, n_heads=2, causal=True, position="alibi", seed=2)
+    tokens = np.array([[1, 2, 3, 4, 5]])
+    effects = explorer.exclusion_effects(model, tokens, head=0, query=2)
+    assert np.all(effects[3:] == 0.0) and np.all(effects[:3] > 0.0)
+
+
+def test_the_previous_token_head_is_found():
+    model = catalog.load("previous_learned")
+    tokens, _ = explorer.example_tokens(16)
+    head = explorer.previous_token_head(model, tokens)
+    weights = model.attention(tokens)[0][0, head]
+    assert np.mean(weights.argmax(axis=-1)[1:] == np.arange(15)) > 0.8
