@@ -299,6 +299,29 @@ def _masked_softmax_rows(scores: np.ndarray, allowed: np.ndarray, out: np.ndarra
         out[np.broadcast_to(empty, out.shape)] = np.nan
 
 
+def _attend_unnormalised(
+    s: np.ndarray, allowed: np.ndarray | None, value: np.ndarray, out: np.ndarray, fully_masked: str
+) -> None:
+    """out = softmax(s over allowed keys) @ value, dividing the output rather than the weights.
+
+    sum_j exp(s_j - m) v_j / sum_j exp(s_j - m) is the same number as weights @ value, with one
+    pass fewer over the (rows, S) scores, which are overwritten. s (..., S), value (S, d_v),
+    out (..., d_v); a row with no allowed key gives zeros, or NaN under ``fully_masked="nan"``.
+    """
+    if allowed is not None:
+        np.copyto(s, -np.inf, where=~allowed)
+    row_max = np.max(s, axis=-1, keepdims=True)  # (..., 1), -inf where nothing is allowed
+    empty = np.isneginf(row_max)  # (..., 1)
+    row_max[empty] = 0.0
+    s -= row_max
+    np.exp(s, out=s)  # (..., S), unnormalised weights
+    total = np.sum(s, axis=-1, keepdims=True)  # (..., 1)
+    np.matmul(s, value, out=out)  # (..., d_v)
+    np.divide(out, total, out=out, where=~empty)
+    if fully_masked == "nan":
+        out[np.broadcast_to(empty, out.shape)] = np.nan
+
+
 class _Nonfinite:
     """Counts non-finite scores seen by the blocks of one masked call (the reference refuses them)."""
 
@@ -418,10 +441,15 @@ def scaled_dot_product_attention(
             s = w = scratch.buffer[: math.prod(rows_shape)].reshape(rows_shape)  # (rows, S)
         np.matmul(q[block], np.swapaxes(k[index], -1, -2), out=s)
         s *= scale
+        if allowed is not None:
+            nonfinite.check(s)
+        if not need_weights:  # normalise the (rows, d_v) output, not the (rows, S) weights
+            _attend_unnormalised(s, None if allowed is None else allowed[block], v[index], output[block],
+                                 fully_masked)
+            return
         if allowed is None:
             _softmax_rows(s, w)
         else:
-            nonfinite.check(s)
             _masked_softmax_rows(s, allowed[block], w, fully_masked)
         np.matmul(w, v[index], out=output[block])  # (rows, d_v)
 

@@ -171,7 +171,7 @@ class HeatmapPanel:
 
 def heatmap(ax: Axes, matrix: np.ndarray, *, allowed: np.ndarray | None = None, title: str = "",
             xlabel: str = "key", ylabel: str = "query", vmin: float | None = None, vmax: float | None = None,
-            annotate: bool = True, cmap: str = SEQUENTIAL_CMAP) -> HeatmapPanel:
+            annotate: bool = True, cmap: str = SEQUENTIAL_CMAP) -> None:
     """One picture of an (L, S) matrix: a :class:`HeatmapPanel` drawn once on a cleared ``ax``.
 
     Cells where ``allowed`` is False are blank, hatched and marked 'x'. The colour range defaults
@@ -186,7 +186,6 @@ def heatmap(ax: Axes, matrix: np.ndarray, *, allowed: np.ndarray | None = None, 
     panel = HeatmapPanel(ax, matrix.shape, vmin=vmin, vmax=vmax, xlabel=xlabel, ylabel=ylabel, cmap=cmap,
                          annotate=annotate and matrix.size <= 64, maskable=allowed is not None)
     panel.update(matrix, allowed=allowed, title=title)
-    return panel
 
 
 def pin_layout(ax: Axes, *, max_yticks: int | None = 4) -> None:
