@@ -1,15 +1,21 @@
-"""What attention costs on this machine: lessonlib's dense and tiled paths against torch.
+"""What attention costs on this machine: lessonlib's reference and fast paths against torch.
 
 For every size n (d = 64, a batch of one, H heads, float32 and float64) this times, in one run,
-interleaved round by round in a shuffled order so that a busy machine slows every method alike:
+interleaved round by round in a shuffled order so that a busy machine slows every method alike,
+each method named by the function it calls:
 
-- lessonlib dense   ``scaled_dot_product_attention`` (returns output, weights and scores);
-- lessonlib tiled   ``tiled_attention`` at a few block sizes (returns the output only);
+- reference dense   ``lessonlib.scaled_dot_product_attention``: the formula, whole arrays, one
+                    thread for the element-wise passes (BLAS as configured); output, weights, scores;
+- fast dense        ``lessonlib.fast.scaled_dot_product_attention``: the same result, row blocks
+                    on ``fast.get_num_threads()`` threads;
+- fast output only  the same with ``need_weights=False``: the output alone, no (n, n) array kept;
+- reference tiled   ``lessonlib.tiled_attention`` at a few block sizes (output and logsumexp);
+- fast tiled        ``lessonlib.fast.tiled_attention``, its query blocks on threads;
 - torch SDPA        ``F.scaled_dot_product_attention`` on (1, H, n, d) tensors (its fused path);
 - torch naive       ``softmax(q @ k^T / sqrt(d)) @ v``, as most course notebooks write it;
 - write floor       no attention at all: two fresh (H, n, n) arrays filled once, on as many
-                    threads as lessonlib uses. Dense attention returns scores and weights, so
-                    it can never be faster than this on the same machine.
+                    threads as lessonlib.fast uses. Dense attention that returns scores and
+                    weights can never be faster than this on the same machine.
 
 It prints the median wall time, the time as a fraction of the machine's measured matmul rate
 (attention does 4 * H * n^2 * d floating-point operations), the peak memory of one extra call,
@@ -23,6 +29,7 @@ free records of torch's own profiler (profile_memory=True), summed in time order
 bytes asked of the allocator. (Resident-set growth was not used: glibc keeps freed blocks below
 32 MiB for reuse, so it reads zero for every size under n = 4096 in float32.)
 
+    python benchmarks/attention.py --targets          # what the performance targets need: H = 1, float32
     python benchmarks/attention.py --quick            # n <= 2048, one head, float32: about a minute
     python benchmarks/attention.py --max-n 4096       # everything up to n = 4096
     python benchmarks/attention.py                    # n = 256 ... 8192, H = 1 and 8, both dtypes
@@ -56,7 +63,9 @@ from lessonlib import fast  # noqa: E402
 
 D_HEAD = 64
 BLAS_ENVIRONMENT = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
-DENSE, SDPA, NAIVE, FLOOR = "lessonlib dense", "torch SDPA", "torch naive", "write floor"
+REFERENCE, DENSE, OUTPUT_ONLY = "reference dense", "fast dense", "fast output only"
+SDPA, NAIVE, FLOOR = "torch SDPA", "torch naive", "write floor"
+DENSE_METHODS = (REFERENCE, DENSE, OUTPUT_ONLY, NAIVE, FLOOR)  # skipped above --max-gib
 
 
 @dataclass
@@ -124,7 +133,7 @@ def describe_machine(torch) -> dict[str, object]:
         "numpy": np.__version__,
         "numpy_blas": blas,
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "lessonlib_threads": fast.get_num_threads(),
+        "threads": str(fast.thread_info()),
         "torch": None if torch is None else f"{torch.__version__} threads={torch.get_num_threads()}",
         "environment": {name: os.environ.get(name) for name in BLAS_ENVIRONMENT if name in os.environ},
         "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
@@ -233,7 +242,7 @@ def torch_peak(torch, call: Callable[[], object]) -> int:
 
 
 def write_two_matrices(heads: int, n: int, dtype: np.dtype) -> Callable[[], object]:
-    """Fill two fresh (H, n, n) arrays, rows split over lessonlib's thread count: the write floor."""
+    """Fill two fresh (H, n, n) arrays, rows split over lessonlib.fast's thread count: the write floor."""
     from concurrent.futures import ThreadPoolExecutor
 
     threads = fast.get_num_threads()
@@ -251,11 +260,17 @@ def write_two_matrices(heads: int, n: int, dtype: np.dtype) -> Callable[[], obje
 
 def make_methods(q: np.ndarray, k: np.ndarray, v: np.ndarray, block_sizes: list[int], torch) -> list[Method]:
     """The methods compared at one size, all on the same (H, n, d) inputs."""
-    methods = [Method(DENSE, lambda: L.scaled_dot_product_attention(q, k, v), False)]
-    methods.append(Method(FLOOR, write_two_matrices(q.shape[0], q.shape[1], q.dtype), False))
+    methods = [
+        Method(REFERENCE, lambda: L.scaled_dot_product_attention(q, k, v), False),
+        Method(DENSE, lambda: fast.scaled_dot_product_attention(q, k, v), False),
+        Method(OUTPUT_ONLY, lambda: fast.scaled_dot_product_attention(q, k, v, need_weights=False), False),
+        Method(FLOOR, write_two_matrices(q.shape[0], q.shape[1], q.dtype), False),
+    ]
     for block in block_sizes:
-        tiled = functools.partial(L.tiled_attention, q, k, v, block_size=block)
-        methods.append(Method(f"lessonlib tiled b={block}", tiled, False))
+        methods.append(Method(f"reference tiled b={block}",
+                              functools.partial(L.tiled_attention, q, k, v, block_size=block), False))
+        methods.append(Method(f"fast tiled b={block}",
+                              functools.partial(fast.tiled_attention, q, k, v, block_size=block), False))
     if torch is not None:
         tq, tk, tv = (torch.from_numpy(x)[None] for x in (q, k, v))  # (1, H, n, d), no copy
         scale = 1.0 / math.sqrt(q.shape[-1])
@@ -284,7 +299,7 @@ def measure_size(n: int, heads: int, dtype: np.dtype, args, torch, gflops: float
     q, k, v = (rng.standard_normal((heads, n, D_HEAD)).astype(dtype) for _ in range(3))  # (H, n, d)
     methods = make_methods(q, k, v, args.block_sizes, torch)
     too_big = dense_bytes(heads, n, dtype) > args.max_gib * 2**30
-    skipped = [m for m in methods if too_big and m.name in (DENSE, NAIVE, FLOOR)]
+    skipped = [m for m in methods if too_big and m.name in DENSE_METHODS]
     methods = [m for m in methods if m not in skipped]
     times = time_interleaved(methods, args.repeat)
     flops = 4.0 * heads * n * n * D_HEAD
@@ -307,7 +322,7 @@ def measure_size(n: int, heads: int, dtype: np.dtype, args, torch, gflops: float
 
 
 def check_agreement(methods: list[Method], dtype: np.dtype) -> None:
-    """Every method must give the first one's output (to 1e-4 in float32, 1e-10 in float64): a guard, not a test."""
+    """Every method must give the reference's output (to 1e-4 in float32, 1e-10 in float64): a guard, not a test."""
     outputs = {
         m.name: np.asarray(getattr(result := m.run(), "output", result)) for m in methods if m.name != FLOOR
     }
@@ -393,33 +408,34 @@ def print_targets(report: Report, block_sizes: list[int]) -> None:
     print("\ntargets (float32, d = 64): met / not met, with the measured figures")
     for heads in sorted({r.heads for r in report.rows if r.dtype == "float32"}):
         for n in (2048, 4096):
-            dense, sdpa, naive, floor = (find(report, n, heads, "float32", m) for m in (DENSE, SDPA, NAIVE, FLOOR))
-            if dense is None:
+            dense, output_only, sdpa, naive, floor = (
+                find(report, n, heads, "float32", m) for m in (DENSE, OUTPUT_ONLY, SDPA, NAIVE, FLOOR)
+            )
+            if dense is None or sdpa is None:
                 continue
-            if sdpa is not None:
-                ratio = dense.median_s / sdpa.median_s
-                print(f"  H={heads} n={n}: dense <= 1.5 x SDPA: {ratio <= 1.5} ({ratio:.2f} x; writing the two "
-                      f"n x n results alone takes {floor.median_s / sdpa.median_s:.2f} x SDPA)")
+            ratio = dense.median_s / sdpa.median_s
+            print(f"  H={heads} n={n}: fast dense <= 1.5 x SDPA: {ratio <= 1.5} ({ratio:.2f} x; writing the two "
+                  f"n x n results alone takes {floor.median_s / sdpa.median_s:.2f} x SDPA)")
             if naive is not None:
                 ratio = dense.median_s / naive.median_s
-                print(f"  H={heads} n={n}: dense faster than torch naive: {ratio < 1} ({ratio:.2f} x naive)")
-            for block in block_sizes:
-                tiled = find(report, n, heads, "float32", f"lessonlib tiled b={block}")
-                if tiled is not None:
-                    ratio = tiled.median_s / dense.median_s
-                    print(f"  H={heads} n={n}: tiled b={block} time <= 1.2 x dense: {ratio <= 1.2} ({ratio:.2f} x)")
+                print(f"  H={heads} n={n}: fast dense faster than torch naive: {ratio < 1} ({ratio:.2f} x naive)")
+            if output_only is not None:
+                ratio = output_only.median_s / sdpa.median_s
+                print(f"  H={heads} n={n}: fast output only <= 1.3 x SDPA: {ratio <= 1.3} ({ratio:.2f} x)")
         for block in block_sizes:
-            method = f"lessonlib tiled b={block}"
-            sizes, mems = series(report, heads, "float32", method, "memory", 1024)
-            if len(sizes) >= 2 and sizes[-1] >= 8192:
-                slope = L.loglog_slope(sizes, mems)
-                print(f"  H={heads} tiled b={block} memory slope over {sizes[0]}-{sizes[-1]} <= 1.05: "
-                      f"{slope <= 1.05} ({slope:.2f})")
-            tiled, dense = find(report, 8192, heads, "float32", method), find(report, 8192, heads, "float32", DENSE)
-            if tiled is not None and dense is not None:
-                share = tiled.peak_bytes / dense.peak_bytes
-                print(f"  H={heads} tiled b={block} peak at n=8192 <= 3% of dense: {share <= 0.03} "
-                      f"({100 * share:.2f}%)")
+            for kind in ("reference", "fast"):
+                method = f"{kind} tiled b={block}"
+                sizes, mems = series(report, heads, "float32", method, "memory", 1024)
+                if len(sizes) >= 2 and sizes[-1] >= 8192:
+                    slope = L.loglog_slope(sizes, mems)
+                    print(f"  H={heads} {method} memory slope over {sizes[0]}-{sizes[-1]} <= 1.05: "
+                          f"{slope <= 1.05} ({slope:.2f})")
+                tiled = find(report, 8192, heads, "float32", method)
+                dense = find(report, 8192, heads, "float32", DENSE)
+                if tiled is not None and dense is not None:
+                    share = tiled.peak_bytes / dense.peak_bytes
+                    print(f"  H={heads} {method} peak at n=8192 <= 3% of fast dense: {share <= 0.03} "
+                          f"({100 * share:.2f}%)")
 
 
 def save_plot(report: Report, path: Path) -> None:
@@ -471,17 +487,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="tiled block sizes (default 128 256 512 1024)")
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per size (default 5)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="lessonlib.set_num_threads and torch.set_num_threads (default: all cores)")
+                        help="lessonlib.fast.set_num_threads and torch.set_num_threads (default: all cores)")
     parser.add_argument("--max-gib", type=float, default=4.5,
                         help="skip dense methods whose scores + weights exceed this many GiB (default 4.5)")
     parser.add_argument("--quick", action="store_true",
                         help="n <= 2048, one head, float32, three rounds: about a minute")
+    parser.add_argument("--targets", action="store_true",
+                        help="n = 1024 ... 8192, one head, float32, tiled b=256: what the targets need")
     parser.add_argument("--no-torch", action="store_true", help="leave torch out even if installed")
     parser.add_argument("--plot", type=Path, default=ROOT / "artifacts" / "attention_benchmark.png")
     parser.add_argument("--json", type=Path, default=None, help="raw numbers (default: the plot path, .json)")
     args = parser.parse_args(argv)
     if args.quick:
         args.max_n, args.heads, args.dtypes, args.repeat = min(args.max_n, 2048), [1], ["float32"], 3
+    if args.targets:
+        args.min_n, args.max_n, args.heads, args.dtypes, args.block_sizes = 1024, 8192, [1], ["float32"], [256]
     if args.json is None:
         args.json = args.plot.with_suffix(".json")
     return args

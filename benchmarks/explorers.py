@@ -18,6 +18,7 @@ script prints a table, it does not assert.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import os
@@ -113,13 +114,13 @@ class Capture:
     def __init__(self, original: Callable[..., Any]) -> None:
         self.original = original
         self.controls: dict[str, Any] = {}
-        self.settings_from: Callable[[dict[str, Any]], Any] | None = None
-        self.render: Callable[[Any], tuple[str, Any, str]] | None = None
+        self.settings: Any = None
+        self.pure: dict[str, Callable[[Any], Any]] = {}  # compute, draw
 
-    def __call__(self, controls: dict[str, Any], settings_from: Callable[[dict[str, Any]], Any],
-                 render: Callable[[Any], tuple[str, Any, str]], **kwargs: Any) -> Any:
-        self.controls, self.settings_from, self.render = controls, settings_from, render
-        return self.original(controls, settings_from, render, **kwargs)
+    def __call__(self, controls: dict[str, Any], settings: Any, **kwargs: Any) -> Any:
+        self.controls, self.settings = controls, settings
+        self.pure = {"compute": kwargs["compute"], "draw": kwargs["draw"]}
+        return self.original(controls, settings, **kwargs)
 
 
 def measure_explorer(name: str, repeats: int, pause: float) -> tuple[list[Row], list[str]]:
@@ -135,7 +136,7 @@ def measure_explorer(name: str, repeats: int, pause: float) -> tuple[list[Row], 
     finally:
         _wiring.build_explorer = capture.original
     notes: list[str] = []
-    if capture.render is None:
+    if not capture.pure:
         return [], [f"{name}: show() did not call build_explorer, so it was not measured"]
 
     rows: list[Row] = []
@@ -165,12 +166,12 @@ def measure_explorer(name: str, repeats: int, pause: float) -> tuple[list[Row], 
     if pooled:
         rows.append(summarise(name, "all controls, pooled", pooled, pooled_cpu))
 
-    settings = capture.settings_from({k: w.value for k, w in capture.controls.items()})
-    render = capture.render
+    settings = dataclasses.replace(capture.settings, **{k: w.value for k, w in capture.controls.items()})
+    compute, draw = capture.pure["compute"], capture.pure["draw"]
     times, cpu_times = [], []
     for _ in range(repeats):
         time.sleep(pause)
-        wall, cpu = timed(lambda: figure_png(render(settings)[1]))
+        wall, cpu = timed(lambda: figure_png(draw(compute(settings))))
         times.append(wall)
         cpu_times.append(cpu)
     rows.append(summarise(name, "defaults: compute + draw + PNG", times, cpu_times))

@@ -86,8 +86,8 @@ def refuse_empty_rows(allowed: np.ndarray) -> None:
     if np.any(empty):
         rows = int(np.count_nonzero(empty))
         raise ValueError(
-            f"{rows} row(s) of the mask have no allowed key, so softmax over them is not a "
-            "distribution; choose fully_masked='zeros' or 'nan', or fix the mask"
+            f"{rows} row(s) have no allowed key, so softmax over them is not a distribution; "
+            "choose fully_masked='zeros' or 'nan', or fix the mask"
         )
 
 

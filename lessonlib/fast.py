@@ -299,6 +299,29 @@ def _masked_softmax_rows(scores: np.ndarray, allowed: np.ndarray, out: np.ndarra
         out[np.broadcast_to(empty, out.shape)] = np.nan
 
 
+def _attend_unnormalised(
+    s: np.ndarray, allowed: np.ndarray | None, value: np.ndarray, out: np.ndarray, fully_masked: str
+) -> None:
+    """out = softmax(s over allowed keys) @ value, dividing the output rather than the weights.
+
+    sum_j exp(s_j - m) v_j / sum_j exp(s_j - m) is the same number as weights @ value, with one
+    pass fewer over the (rows, S) scores, which are overwritten. s (..., S), value (S, d_v),
+    out (..., d_v); a row with no allowed key gives zeros, or NaN under ``fully_masked="nan"``.
+    """
+    if allowed is not None:
+        np.copyto(s, -np.inf, where=~allowed)
+    row_max = np.max(s, axis=-1, keepdims=True)  # (..., 1), -inf where nothing is allowed
+    empty = np.isneginf(row_max)  # (..., 1)
+    row_max[empty] = 0.0
+    s -= row_max
+    np.exp(s, out=s)  # (..., S), unnormalised weights
+    total = np.sum(s, axis=-1, keepdims=True)  # (..., 1)
+    np.matmul(s, value, out=out)  # (..., d_v)
+    np.divide(out, total, out=out, where=~empty)
+    if fully_masked == "nan":
+        out[np.broadcast_to(empty, out.shape)] = np.nan
+
+
 class _Nonfinite:
     """Counts non-finite scores seen by the blocks of one masked call (the reference refuses them)."""
 
@@ -371,8 +394,8 @@ def scaled_dot_product_attention(
     """:func:`lessonlib.attention.scaled_dot_product_attention`, one block of query rows at a time.
 
     Each block goes through scores, softmax and weights @ value while it is still in cache; blocks
-    run on threads. With ``need_weights=False`` the output alone is returned, (..., L, d_v) as in
-    the result, and no (L, S) array is kept: each thread reuses one block-sized buffer.
+    run on threads. With ``need_weights=False`` the output alone is returned, shaped like the
+    result's ``output``, and no (L, S) array is kept: each thread reuses one block-sized buffer.
     """
     check_policy(fully_masked)
     inputs = attention_inputs(query, key, value)
@@ -390,7 +413,7 @@ def scaled_dot_product_attention(
     batch = np.broadcast_shapes(shape[:-2], v.shape[:-2])
     if need_weights and batch + (n_q, n_k) != scores_shape:
         # The mask or the value adds batch axes, so the reference's scores have fewer axes than
-        # its weights. Rare; give exactly the reference's result, shapes and all.
+        # its weights or output. Rare; give exactly the reference's result, shapes and all.
         return attention.scaled_dot_product_attention(query, key, value, mask=mask, scale=scale,
                                                       fully_masked=fully_masked)
     scale = 1.0 / math.sqrt(k.shape[-1]) if scale is None else scale
@@ -400,6 +423,8 @@ def scaled_dot_product_attention(
     v = np.broadcast_to(v, batch + v.shape[-2:])  # (..., S, d_v)
     if allowed is not None:
         allowed = np.broadcast_to(allowed, shape)  # (..., L, S), a view
+    # matmul with out= into a transposed view skips BLAS's fast path (2x slower): transpose once
+    k_t = np.ascontiguousarray(np.swapaxes(k, -1, -2))  # (..., d_k, S)
     dtype = np.result_type(q, k)
     output = np.empty(batch + (n_q, v.shape[-1]), dtype=np.result_type(dtype, v))  # (..., L, d_v)
     scores = weights = None
@@ -416,12 +441,17 @@ def scaled_dot_product_attention(
             if getattr(scratch, "buffer", None) is None or scratch.buffer.size < math.prod(rows_shape):
                 scratch.buffer = np.empty(math.prod(rows_shape), dtype=dtype)
             s = w = scratch.buffer[: math.prod(rows_shape)].reshape(rows_shape)  # (rows, S)
-        np.matmul(q[block], np.swapaxes(k[index], -1, -2), out=s)
+        np.matmul(q[block], k_t[index], out=s)
         s *= scale
+        if allowed is not None:
+            nonfinite.check(s)
+        if not need_weights:  # normalise the (rows, d_v) output, not the (rows, S) weights
+            _attend_unnormalised(s, None if allowed is None else allowed[block], v[index], output[block],
+                                 fully_masked)
+            return
         if allowed is None:
             _softmax_rows(s, w)
         else:
-            nonfinite.check(s)
             _masked_softmax_rows(s, allowed[block], w, fully_masked)
         np.matmul(w, v[index], out=output[block])  # (rows, d_v)
 
@@ -459,6 +489,7 @@ def tiled_attention(
     query = np.broadcast_to(query, batch + query.shape[-2:])  # (..., L, d_k), a view
     key = np.broadcast_to(key, batch + key.shape[-2:])  # (..., S, d_k)
     value = np.broadcast_to(value, batch + value.shape[-2:])  # (..., S, d_v)
+    key_t = np.ascontiguousarray(np.swapaxes(key, -1, -2))  # (..., d_k, S): see scaled_dot_product_attention
     output = np.empty(batch + (n_q, value.shape[-1]), dtype=dtype)  # (..., L, d_v)
     logsumexp = np.empty(batch + (n_q,), dtype=dtype)  # (..., L)
     # Large stacks: one item per (batch index, query block), so threads share the work and each
@@ -470,7 +501,7 @@ def tiled_attention(
         rows = slice(q0, min(q0 + block_size, n_q))
         q_block = query[(*index, Ellipsis, rows, slice(None))] * scale  # (..., bq, d_k)
         _attend_query_block(
-            q_block, key[index], value[index], q0 + first_query if causal else None, block_size,
+            q_block, key_t[index], value[index], q0 + first_query if causal else None, block_size,
             output[(*index, Ellipsis, rows, slice(None))], logsumexp[(*index, Ellipsis, rows)],
         )
 
@@ -480,7 +511,7 @@ def tiled_attention(
 
 def _attend_query_block(
     q_block: np.ndarray,
-    key: np.ndarray,
+    key_t: np.ndarray,
     value: np.ndarray,
     first_pos: int | None,
     block_size: int,
@@ -489,19 +520,19 @@ def _attend_query_block(
 ) -> None:
     """Online softmax of one scaled query block over all key blocks, written into ``out`` and ``logsumexp``.
 
-    q_block (..., bq, d_k), key (..., S, d_k), value (..., S, d_v), out (..., bq, d_v), logsumexp
-    (..., bq); ``first_pos`` is the block's first query position for the causal rule (None = no
-    mask). Every step writes into buffers made once here, so the loop allocates nothing of size bq x bk.
+    q_block (..., bq, d_k), key_t (..., d_k, S) the keys transposed, value (..., S, d_v), out
+    (..., bq, d_v), logsumexp (..., bq); ``first_pos`` is the block's first query position for the
+    causal rule (None = no mask). Every step writes into buffers made once here, so the loop
+    allocates nothing of size bq x bk.
     """
-    n_rows, n_keys, dtype = q_block.shape[-2], key.shape[-2], np.result_type(q_block, key, value)
-    shape = np.broadcast_shapes(q_block.shape[:-2], key.shape[:-2]) + (n_rows,)
+    n_rows, n_keys, dtype = q_block.shape[-2], key_t.shape[-1], np.result_type(q_block, key_t, value)
+    shape = np.broadcast_shapes(q_block.shape[:-2], key_t.shape[:-2]) + (n_rows,)
     running_max = np.full(shape, -np.inf, dtype=dtype)  # (..., bq)
     new_max, rescale, row_sum = (np.empty_like(running_max) for _ in range(3))  # (..., bq)
     denom = np.zeros(shape, dtype=dtype)  # (..., bq)
     acc = np.zeros(shape + (value.shape[-1],), dtype=dtype)  # (..., bq, d_v)
     tile = np.empty(shape + (min(block_size, n_keys),), dtype=dtype)  # (..., bq, bk)
     block_out = np.empty_like(acc)  # (..., bq, d_v)
-    key_t = np.swapaxes(key, -1, -2)  # (..., d_k, S), a view
     for k0 in range(0, n_keys, block_size):
         k1 = min(k0 + block_size, n_keys)
         if first_pos is not None and k0 > first_pos + n_rows - 1:

@@ -70,34 +70,6 @@ def bars(ax: Axes, values: Sequence[float], *, labels: Sequence[str] | None = No
             ax.annotate(f"{v:.2f}", (x, v), ha="center", va="bottom", fontsize=6)
 
 
-def heatmap(ax: Axes, matrix: np.ndarray, *, allowed: np.ndarray | None = None, title: str = "",
-            xlabel: str = "key", ylabel: str = "query", vmin: float | None = None, vmax: float | None = None,
-            annotate: bool = True, cmap: str = SEQUENTIAL_CMAP) -> None:
-    """Heatmap of an (L, S) matrix; cells where ``allowed`` is False are hatched and marked 'x'."""
-    ax.clear()
-    matrix = np.asarray(matrix, dtype=float)  # (L, S)
-    shown = matrix if allowed is None else np.where(allowed, matrix, np.nan)
-    ax.imshow(shown, cmap=_with_blank_nan(cmap), vmin=vmin, vmax=vmax, aspect="auto")
-    n_rows, n_cols = matrix.shape
-    if allowed is not None:
-        for i, j in zip(*np.nonzero(~np.broadcast_to(allowed, matrix.shape))):
-            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="0.45", lw=0))
-            ax.text(j, i, "x", ha="center", va="center", fontsize=7, color="0.2")
-    if annotate and n_rows * n_cols <= 64:
-        cut = np.nanmean(shown) if np.isfinite(shown).any() else 0.0
-        for i in range(n_rows):
-            for j in range(n_cols):
-                if np.isfinite(shown[i, j]):
-                    colour = "white" if shown[i, j] < cut else "black"
-                    ax.text(j, i, f"{shown[i, j]:.2f}", ha="center", va="center", fontsize=6, color=colour)
-    ax.set_xticks(range(n_cols))
-    ax.set_yticks(range(n_rows))
-    ax.set_xlabel(xlabel, fontsize=8)
-    ax.set_ylabel(ylabel, fontsize=8)
-    ax.set_title(title, fontsize=9)
-    ax.tick_params(labelsize=7)
-
-
 class BarPanel:
     """Bars drawn once and updated in place: an explorer redraw changes heights and labels only.
 
@@ -139,18 +111,27 @@ class BarPanel:
 
 
 class HeatmapPanel:
-    """An (L, S) heatmap drawn once and updated in place; disallowed cells hatched and marked 'x'."""
+    """An (L, S) heatmap drawn once and updated in place; disallowed cells hatched and marked 'x'.
+
+    The one heatmap renderer: explorers keep a panel and update it, notebooks call
+    :func:`heatmap` for a single picture. With ``show_leaks``, for weights computed the wrong way
+    (zeroed after softmax, a finite fill), a disallowed cell that received weight keeps its colour
+    and number, so weight leaking onto an excluded key is visible; one that received exactly zero
+    is blank (the hatch marks it). NaN cells are blank and read 'nan'. ``maskable=False`` makes no
+    hatch artists, for a matrix that will never be shown with a mask.
+    """
 
     def __init__(self, ax: Axes, shape: tuple[int, int], *, vmin: float = 0.0, vmax: float = 1.0,
                  xlabel: str = "key", ylabel: str = "query", cmap: str = SEQUENTIAL_CMAP,
-                 annotate: bool = True) -> None:
+                 annotate: bool = True, show_leaks: bool = False, maskable: bool = True) -> None:
         self.ax = ax
+        self.show_leaks = show_leaks
         n_rows, n_cols = shape
         self.image = ax.imshow(np.zeros(shape), cmap=_with_blank_nan(cmap), vmin=vmin, vmax=vmax, aspect="auto")
         self.midpoint = (vmin + vmax) / 2
         self.hatches = [[ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
                                                 edgecolor="0.45", lw=0, visible=False))
-                         for j in range(n_cols)] for i in range(n_rows)]
+                         for j in range(n_cols)] for i in range(n_rows)] if maskable else []
         self.texts = ([[ax.text(j, i, "", ha="center", va="center", fontsize=6) for j in range(n_cols)]
                        for i in range(n_rows)] if annotate else None)
         ax.set_xticks(range(n_cols))
@@ -160,23 +141,51 @@ class HeatmapPanel:
         ax.tick_params(labelsize=7)
 
     def update(self, matrix: np.ndarray, *, allowed: np.ndarray | None = None, title: str = "") -> None:
-        """Show ``matrix``; cells where ``allowed`` is False are blank, hatched and labelled 'x'."""
+        """Show ``matrix`` (L, S); hatch the cells where ``allowed`` is False."""
         matrix = np.asarray(matrix, dtype=float)  # (L, S)
         blocked = np.zeros(matrix.shape, bool) if allowed is None else ~np.broadcast_to(allowed, matrix.shape)
-        self.image.set_data(np.where(blocked, np.nan, matrix))
+        if blocked.any() and not self.hatches:
+            raise ValueError("this HeatmapPanel was made with maskable=False, so it cannot show a mask")
+        blank = blocked & (matrix == 0.0) if self.show_leaks else blocked  # (L, S): no colour, no number
+        self.image.set_data(np.where(blank, np.nan, matrix))
         for i, row in enumerate(self.hatches):
             for j, patch in enumerate(row):
                 patch.set_visible(bool(blocked[i, j]))
-                if self.texts is not None:
-                    text = self.texts[i][j]
-                    if blocked[i, j]:
-                        text.set_text("x")
-                        text.set_color("0.2")
-                    else:
-                        value = matrix[i, j]
-                        text.set_text("nan" if np.isnan(value) else f"{value:.2f}")
-                        text.set_color("white" if not value >= self.midpoint else "black")
+        if self.texts is None:
+            self.ax.set_title(title, fontsize=9)
+            return
+        for i, row in enumerate(self.texts):
+            for j, text in enumerate(row):
+                value = matrix[i, j]
+                if blank[i, j]:
+                    text.set_text("" if self.show_leaks else "x")
+                    text.set_color("0.2")
+                elif np.isnan(value):
+                    text.set_text("nan")
+                    text.set_color("0.2")
+                else:
+                    text.set_text(f"{value:.2f}")
+                    text.set_color("white" if value < self.midpoint else "black")
         self.ax.set_title(title, fontsize=9)
+
+
+def heatmap(ax: Axes, matrix: np.ndarray, *, allowed: np.ndarray | None = None, title: str = "",
+            xlabel: str = "key", ylabel: str = "query", vmin: float | None = None, vmax: float | None = None,
+            annotate: bool = True, cmap: str = SEQUENTIAL_CMAP) -> None:
+    """One picture of an (L, S) matrix: a :class:`HeatmapPanel` drawn once on a cleared ``ax``.
+
+    Cells where ``allowed`` is False are blank, hatched and marked 'x'. The colour range defaults
+    to the allowed cells' range; values are written in the cells when there are at most 64.
+    """
+    ax.clear()
+    matrix = np.asarray(matrix, dtype=float)  # (L, S)
+    seen = matrix if allowed is None else matrix[np.broadcast_to(allowed, matrix.shape)]
+    seen = seen[np.isfinite(seen)]
+    vmin = (float(seen.min()) if seen.size else 0.0) if vmin is None else vmin
+    vmax = (float(seen.max()) if seen.size else 1.0) if vmax is None else vmax
+    panel = HeatmapPanel(ax, matrix.shape, vmin=vmin, vmax=vmax, xlabel=xlabel, ylabel=ylabel, cmap=cmap,
+                         annotate=annotate and matrix.size <= 64, maskable=allowed is not None)
+    panel.update(matrix, allowed=allowed, title=title)
 
 
 def pin_layout(ax: Axes, *, max_yticks: int | None = 4) -> None:
@@ -193,38 +202,6 @@ def pin_layout(ax: Axes, *, max_yticks: int | None = 4) -> None:
     ax.yaxis.set_label_coords(-0.13, 0.5)
     if max_yticks is not None:
         ax.yaxis.set_major_locator(MaxNLocator(max_yticks))
-
-
-class LeakHeatmapPanel(HeatmapPanel):
-    """Like :class:`HeatmapPanel`, but a disallowed cell keeps its value when it is not zero.
-
-    For weights computed the wrong way (zeroed after softmax, a finite fill): a hatched cell
-    that received exactly zero weight is blank (the hatch marks it; no text, which keeps a redraw
-    cheap); a hatched cell that received weight keeps its colour and number, so weight leaking
-    onto an excluded key is visible. NaN cells are blank and read 'nan'.
-    """
-
-    def update(self, matrix: np.ndarray, *, allowed: np.ndarray | None = None, title: str = "") -> None:
-        """Show ``matrix``; hatch the cells where ``allowed`` is False."""
-        matrix = np.asarray(matrix, dtype=float)  # (L, S)
-        blocked = np.zeros(matrix.shape, bool) if allowed is None else ~np.broadcast_to(allowed, matrix.shape)
-        silent = blocked & (matrix == 0.0)  # excluded and got nothing: the correct outcome
-        self.image.set_data(np.where(silent, np.nan, matrix))
-        for i, row in enumerate(self.hatches):
-            for j, patch in enumerate(row):
-                patch.set_visible(bool(blocked[i, j]))
-                if self.texts is None:
-                    continue
-                text, value = self.texts[i][j], matrix[i, j]
-                if silent[i, j]:
-                    text.set_text("")
-                elif np.isnan(value):
-                    text.set_text("nan")
-                    text.set_color("0.2")
-                else:
-                    text.set_text(f"{value:.2f}")
-                    text.set_color("white" if value < self.midpoint else "black")
-        self.ax.set_title(title, fontsize=9)
 
 
 class LogBarPanel:

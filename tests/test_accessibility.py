@@ -110,8 +110,21 @@ def test_masked_cells_are_hatched_and_labelled():
     plots.heatmap(ax, weights, allowed=allowed)
     assert visible_hatches(ax) == 3
     assert sum(t.get_text() == "x" for t in ax.texts) == 3
-    for panel_class in (plots.HeatmapPanel, plots.LeakHeatmapPanel):
+    for show_leaks in (False, True):
         ax = Figure().subplots()
-        panel = panel_class(ax, (3, 3))
+        panel = plots.HeatmapPanel(ax, (3, 3), show_leaks=show_leaks)
         panel.update(weights, allowed=allowed)
-        assert visible_hatches(ax) == 3, panel_class.__name__
+        assert visible_hatches(ax) == 3, show_leaks
+
+
+def test_a_leak_panel_shows_weight_on_an_excluded_key():
+    allowed = np.tril(np.ones((3, 3), bool))  # (3, 3)
+    weights = np.where(allowed, 0.5, 0.0)  # (3, 3)
+    weights[0, 2] = 0.25  # weight that leaked onto a future key
+    ax = Figure().subplots()
+    plots.HeatmapPanel(ax, (3, 3), show_leaks=True).update(weights, allowed=allowed)
+    shown = {t.get_text() for t in ax.texts}
+    assert "0.25" in shown and "x" not in shown
+    ax = Figure().subplots()
+    plots.HeatmapPanel(ax, (3, 3)).update(weights, allowed=allowed)
+    assert "0.25" not in {t.get_text() for t in ax.texts}

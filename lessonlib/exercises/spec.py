@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -484,11 +484,7 @@ class Exercise:
         if self.hidden is None:
             return []
         rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(self.name.encode())])
-        cases = self.hidden(rng)
-        return [
-            Case(f"hidden-{i}", c.description, c.args, c.tags, c.call, c.trace_memory)
-            for i, c in enumerate(cases, start=1)
-        ]
+        return numbered(self.hidden(rng), prefix="hidden")
 
     def expected(self, case: Case) -> Any:
         """The reference output for ``case``."""
@@ -499,7 +495,4 @@ class Exercise:
 
 def numbered(cases: Sequence[Case], prefix: str = "public") -> list[Case]:
     """Give cases the ids prefix-1, prefix-2, ... in order."""
-    return [
-        Case(f"{prefix}-{i}", c.description, c.args, c.tags, c.call, c.trace_memory)
-        for i, c in enumerate(cases, start=1)
-    ]
+    return [replace(c, id=f"{prefix}-{i}") for i, c in enumerate(cases, start=1)]

@@ -7,6 +7,7 @@ captured in the notebook), with a text statement of what it shows beside it.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,7 @@ READOUT_CLASS = "lessonlib-readout"
 
 def build_explorer(
     controls: dict[str, Any],
-    settings_from: Callable[[dict[str, Any]], Any],
+    settings: Any,
     *,
     compute: Callable[[Any], Any],
     describe: Callable[[Any], str],
@@ -26,9 +27,11 @@ def build_explorer(
     alt_text: Callable[[Any], str],
     title: str,
 ) -> Any:
-    """Wire ``controls`` (name -> widget) to an explorer's pure functions.
+    """Wire ``controls`` (field name -> widget) to an explorer's pure functions.
 
-    On every change: settings = settings_from(control values); result = compute(settings); the
+    ``settings`` is the explorer's starting Settings (a frozen dataclass); each control is named
+    after the field it sets. On every change: the settings with the controls' values
+    (dataclasses.replace), result = compute(those settings); the
     readout shows describe(result), the image draw(result) (a Figure or a PartialRedraw) and the
     caption alt_text(result). Returns the VBox to display; one change computes and draws once.
     """
@@ -40,8 +43,8 @@ def build_explorer(
     image = widgets.Image(format="png")
 
     def update(_change: object = None) -> None:
-        settings = settings_from({name: w.value for name, w in controls.items()})
-        result = compute(settings)
+        chosen = dataclasses.replace(settings, **{name: w.value for name, w in controls.items()})
+        result = compute(chosen)
         readout.value = f"<pre style='margin:0'>{html.escape(describe(result))}</pre>"
         image.value = figure_png(draw(result))
         caption.value = f"<i>Figure: {html.escape(alt_text(result))}</i>"

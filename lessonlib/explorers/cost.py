@@ -292,10 +292,5 @@ def show(settings: Settings = Settings()) -> Any:
                                     style=wide),
     }
 
-    def settings_from(values: dict[str, Any]) -> Settings:
-        return Settings(n=values["n"], heads=values["heads"], batch=values["batch"], dtype=values["dtype"],
-                        measure=values["measure"], max_measured_n=settings.max_measured_n,
-                        d_head=settings.d_head)
-
-    return build_explorer(controls, settings_from, compute=compute, describe=describe,
+    return build_explorer(controls, settings, compute=compute, describe=describe,
                           draw=figure.draw, alt_text=alt_text, title="Cost explorer: the n x n score matrix")

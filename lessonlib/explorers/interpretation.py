@@ -285,10 +285,6 @@ def show(settings: Settings = Settings()) -> Any:
         "exclude": widgets.Checkbox(value=settings.exclude, description="exclude it (mask)", style=wide),
     }
 
-    def settings_from(values: dict[str, Any]) -> Settings:
-        return Settings(key=values["key"], scale=values["scale"], shift=values["shift"],
-                        exclude=values["exclude"], seed=settings.seed)
-
-    return build_explorer(controls, settings_from, compute=compute, describe=describe,
+    return build_explorer(controls, settings, compute=compute, describe=describe,
                           draw=figure.draw, alt_text=alt_text,
                           title="Interpretation explorer: weights against what changes the decision")

@@ -29,7 +29,7 @@ import numpy as np
 from lessonlib._checks import as_allowed_mask, broadcast_shape
 from lessonlib.attention import masked_softmax, softmax
 from lessonlib.masks import causal_mask, combine_masks, padding_mask
-from lessonlib.plots import BarPanel, LeakHeatmapPanel, PartialRedraw, new_figure, pin_layout
+from lessonlib.plots import BarPanel, HeatmapPanel, PartialRedraw, new_figure, pin_layout
 
 ORDERS = {
     "before": "exclude before softmax",
@@ -221,7 +221,7 @@ class Figure:
 
     def __init__(self, shape: tuple[int, int] = (GRID_SIZE, GRID_SIZE)) -> None:
         self.fig, (left, right) = new_figure(ncols=2)
-        self.weights = LeakHeatmapPanel(left, shape)
+        self.weights = HeatmapPanel(left, shape, show_leaks=True)
         self.sums = BarPanel(right, shape[0], ylabel="row sum", xlabel="query", ylim=(0.0, 1.15))
         right.axhline(1.0, color="0.3", lw=0.8, ls="--")
         for ax in (left, right):
@@ -327,10 +327,6 @@ def show(settings: Settings = Settings()) -> Any:
                                           "the most negative finite number of the dtype"]),
     }
 
-    def settings_from(values: dict[str, Any]) -> Settings:
-        return Settings(allowed=values["allowed"], order=values["order"], dtype=values["dtype"],
-                        fill=values["fill"], scores=settings.scores)
-
-    return build_explorer(controls, settings_from, compute=compute, describe=describe,
+    return build_explorer(controls, settings, compute=compute, describe=describe,
                           draw=figure.draw, alt_text=alt_text,
                           title="Masking explorer: which keys each query may see, and when")

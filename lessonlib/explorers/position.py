@@ -240,9 +240,8 @@ def compute(settings: Settings) -> Result:
                       where, past_table=True)
     plain = self_attention(x, model, s.mechanism, offset=s.offset, causal=s.causal)
     shuffled = self_attention(permute(x, order), model, s.mechanism, offset=s.offset, causal=s.causal)
-    deviation = float(np.max(np.abs(shuffled.output - permute(plain.output, order))))
-    at_zero = self_attention(x, model, s.mechanism, causal=s.causal).scores  # (H, n, n)
-    shift = float(np.max(np.abs(plain.scores - at_zero)[:, allowed]))
+    deviation = permutation_deviation(x, model, s.mechanism, order, offset=s.offset, causal=s.causal)
+    shift = shift_change(x, model, s.mechanism, s.offset, causal=s.causal)
     scores_back = shuffled.scores[0][np.ix_(back, back)]  # (n, n) token i's row, token j's column
     return Result(s, order, plain.scores[0], scores_back, allowed, allowed_back, deviation, shift,
                   where, past_table=False)
@@ -342,10 +341,5 @@ def show(settings: Settings = Settings()) -> Any:
         "causal": widgets.Checkbox(value=settings.causal, description="causal mask"),
     }
 
-    def settings_from(values: dict[str, Any]) -> Settings:
-        return Settings(mechanism=values["mechanism"], shuffle=values["shuffle"], offset=values["offset"],
-                        causal=values["causal"], n_tokens=settings.n_tokens, d_model=settings.d_model,
-                        n_heads=settings.n_heads, max_positions=settings.max_positions, seed=settings.seed)
-
-    return build_explorer(controls, settings_from, compute=compute, describe=describe,
+    return build_explorer(controls, settings, compute=compute, describe=describe,
                           draw=figure.draw, alt_text=alt_text, title="Position explorer: what order can change")

@@ -144,9 +144,5 @@ def show(settings: Settings = Settings()) -> Any:
                                              description="entry std of q and k", style=wide),
     }
 
-    def settings_from(values: dict[str, Any]) -> Settings:
-        return Settings(d_k=values["d_k"], scaled=values["scaled"], entry_std=values["entry_std"],
-                        n_keys=settings.n_keys, n_samples=settings.n_samples, seed=settings.seed)
-
-    return build_explorer(controls, settings_from, compute=compute, describe=describe,
+    return build_explorer(controls, settings, compute=compute, describe=describe,
                           draw=figure.draw, alt_text=alt_text, title="Scaling explorer: d_k and 1/sqrt(d_k)")
