@@ -5,7 +5,7 @@ from __future__ import annotations
 from lessonlib.exercises.cells import check_notes
 from lessonlib.exercises.judge import error_result, judge, run_cases
 from lessonlib.exercises.registry import EXERCISES
-from lessonlib.exercises.results import CheckResult, _jupyter_shell, show
+from lessonlib.exercises.results import CheckResult, jupyter_shell, show
 
 
 def grader_notes(name: str) -> list[str]:
@@ -13,7 +13,7 @@ def grader_notes(name: str) -> list[str]:
 
     Empty outside Jupyter or when the answer's cell cannot be found in the kernel's history.
     """
-    shell = _jupyter_shell()
+    shell = jupyter_shell()
     history = shell.user_ns.get("In") if shell is not None else None
     if not isinstance(history, list) or not all(isinstance(h, str) for h in history):
         return []

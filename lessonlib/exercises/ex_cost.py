@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lessonlib.attention import scaled_dot_product_attention as _dense
-from lessonlib.exercises.ex_scaling import _large_score_inputs
+from lessonlib.exercises.ex_scaling import large_score_inputs
 from lessonlib.exercises.results import FailedCase
 from lessonlib.exercises.spec import (
     ArrayOutput,
@@ -241,7 +241,7 @@ def _rising_inputs(rng: np.random.Generator, n_q: int, n_k: int, d: int):
 def tiled_public() -> list[Case]:
     rng = np.random.default_rng(404)
     q, k, v = _rising_inputs(rng, 8, 8, 4)
-    large_q, large_k, large_v = _large_score_inputs(None, n_keys=5)
+    large_q, large_k, large_v = large_score_inputs(None, n_keys=5)
     cases = [
         Case("", "8 queries, 8 keys, block 4; scores grow along the keys", (q, k, v, 4), frozenset({"rising"})),
         Case("", "10 queries, 10 keys, block 4: the last block is partial",
@@ -271,7 +271,7 @@ def tiled_hidden(rng: np.random.Generator) -> list[Case]:
     q, k, v = _rising_inputs(rng, int(rng.integers(3, 9)), int(rng.integers(6, 14)), 4)
     cases.append(Case("", "scores that grow along the keys", (q, k, v, int(rng.integers(2, 4))),
                       frozenset({"rising"})))
-    large = _large_score_inputs(rng, n_keys=int(rng.integers(3, 7)))
+    large = large_score_inputs(rng, n_keys=int(rng.integers(3, 7)))
     cases.append(Case("", "large scores (about 800)", large + (2,), frozenset({"large-scores"})))
     return cases
 

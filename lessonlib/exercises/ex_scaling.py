@@ -81,7 +81,7 @@ def _weights_transposed(case: Case, got, expected) -> bool:
     return close(got[1], flipped)
 
 
-def _large_score_inputs(rng: np.random.Generator | None, n_keys: int = 3, d_k: int = 4):
+def large_score_inputs(rng: np.random.Generator | None, n_keys: int = 3, d_k: int = 4):
     """One query whose scaled scores are about 800, 799, 798, ...: exp(800) overflows float64."""
     top = 800.0
     targets = top - np.arange(n_keys, dtype=float)  # (S,) wanted scaled scores
@@ -112,7 +112,7 @@ def public_cases() -> list[Case]:
         Case("", "self-attention: query, key and value all projected from one sequence of 4 positions",
              (x4 @ w_q, x4 @ w_k, x4 @ w_v)),
         Case("", "large scores (about 800): exp overflows unless the maximum is subtracted first",
-             _large_score_inputs(None), frozenset({"large-scores"})),
+             large_score_inputs(None), frozenset({"large-scores"})),
     ])
 
 
@@ -132,7 +132,7 @@ def hidden_cases(rng: np.random.Generator) -> list[Case]:
     cases.append(Case("", f"random, scalar values: {n_q} queries, {n_k} keys, d_k {d_k}", (
         rng.normal(size=(n_q, d_k)), rng.normal(size=(n_k, d_k)), rng.normal(size=(n_k,)),
     )))
-    cases.append(Case("", "large scores (about 800)", _large_score_inputs(rng, int(rng.integers(2, 6))),
+    cases.append(Case("", "large scores (about 800)", large_score_inputs(rng, int(rng.integers(2, 6))),
                       frozenset({"large-scores"})))
     return cases
 

@@ -126,7 +126,7 @@ _SHOWN_THIS_CELL: set[int] = set()
 _HOOKED: list[bool] = []
 
 
-def _jupyter_shell() -> Any:
+def jupyter_shell() -> Any:
     """The running IPython kernel's shell when inside Jupyter, else None."""
     try:
         from IPython import get_ipython
@@ -146,7 +146,7 @@ def _display_rich(result: CheckResult) -> None:
 
 def show(result: CheckResult) -> None:
     """Show the report: rich HTML (with a plain-text copy) in Jupyter, printed text elsewhere."""
-    shell = _jupyter_shell()
+    shell = jupyter_shell()
     if shell is None:
         print(render_text(result))
         return

@@ -221,9 +221,5 @@ def show(settings: Settings = Settings()) -> Any:
         "length": widgets.Dropdown(options=list(LENGTHS), value=settings.length, description="evaluation length",
                                    style=wide),
     }
-
-    def settings_from(values: dict[str, Any]) -> Settings:
-        return Settings(model=values["model"], length=values["length"])
-
-    return build_explorer(controls, settings_from, compute=compute, describe=describe, draw=draw,
+    return build_explorer(controls, settings, compute=compute, describe=describe, draw=draw,
                           alt_text=alt_text, title="Training explorer: a trained model past its training length")
