@@ -405,3 +405,22 @@ def test_one_status_enum_serves_checks_and_the_grader():
     assert records.TIMEOUT is Status.TIMEOUT and submissions.CELL_ERROR is Status.CELL_ERROR
     assert set(records.STATUS_WORDS) == set(Status)  # every status has its words in the feedback
     assert json.loads(json.dumps({"status": Status.NEEDS_MANUAL})) == {"status": "needs_manual_grading"}
+
+
+def test_grader_notes_read_the_cells_as_typed_so_a_magic_is_not_a_missing_name(monkeypatch) -> None:
+    """In a kernel, ``In`` holds ``%matplotlib inline`` as a get_ipython() call; the grader reads the
+    notebook, where the magic is a line it skips. check() must judge from the typed cells too."""
+    from types import SimpleNamespace
+
+    from lessonlib.exercises import checker
+
+    typed = ["", "%matplotlib inline\nimport numpy as np\n\ndef masked_softmax(scores, allowed):\n"
+                 "    return np.where(allowed, scores, 0.0)\n"]
+    magic_call = "get_ipython().run_line_magic('matplotlib', 'inline')"
+    translated = [typed[0], typed[1].replace("%matplotlib inline", magic_call)]
+    shell = SimpleNamespace(history_manager=SimpleNamespace(input_hist_raw=typed), user_ns={"In": translated})
+    monkeypatch.setattr(checker, "jupyter_shell", lambda: shell)
+    assert checker.grader_notes("masked_softmax") == []
+    # the same cell read from the translated history would name get_ipython: the reason to prefer the typed one
+    shell.history_manager.input_hist_raw = []
+    assert any("get_ipython" in note for note in checker.grader_notes("masked_softmax"))

@@ -11,10 +11,15 @@ from lessonlib.exercises.results import CheckResult, jupyter_shell, show
 def grader_notes(name: str) -> list[str]:
     """What a grader would not run of what this answer uses, read from the cells run so far.
 
-    Empty outside Jupyter or when the answer's cell cannot be found in the kernel's history.
+    Empty outside Jupyter or when the answer's cell cannot be found in the kernel's history. The
+    history is the cells as typed (``%magic`` lines included), which is what the grader reads from
+    the notebook; ``In`` holds them translated into ``get_ipython()`` calls.
     """
     shell = jupyter_shell()
-    history = shell.user_ns.get("In") if shell is not None else None
+    if shell is None:
+        return []
+    manager = getattr(shell, "history_manager", None)
+    history = getattr(manager, "input_hist_raw", None) or shell.user_ns.get("In")
     if not isinstance(history, list) or not all(isinstance(h, str) for h in history):
         return []
     try:
