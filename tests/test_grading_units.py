@@ -386,3 +386,19 @@ def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeyp
     assert isolation.verified["course_files_readable"] and isolation.verified["network"]  # the probe saw it
     with pytest.raises(sandbox.IsolationError, match="bwrap is not installed"):
         sandbox.choose_isolation("bubblewrap", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+
+
+def test_a_python_environment_under_tmp_is_bound_over_the_sandbox_s_empty_tmp(monkeypatch) -> None:
+    """A checkout in a temporary folder keeps its virtual environment under /tmp. The sandbox's
+    empty /tmp must be mounted first and the environment bound on top, or the worker's Python
+    would vanish inside the sandbox."""
+    venv = Path("/tmp/course-checkout/.venv")
+    monkeypatch.setattr(sandbox, "bwrap", lambda: "/usr/bin/bwrap")
+    monkeypatch.setattr(sandbox, "interpreter_folders", lambda: [venv])
+    command = sandbox.bwrap_command(["worker.py"], Limits(), protected=[Path("/tmp/course-checkout")])
+    pairs = list(zip(command, command[1:]))
+    empty_tmp = pairs.index(("--tmpfs", "/tmp"))
+    bound = pairs.index(("--ro-bind", str(venv)))
+    assert empty_tmp < bound
+    assert ("--dir", "/tmp/course-checkout") in pairs and ("--dir", "/tmp") not in pairs
+    assert not any(a == "--bind" or (a == "--ro-bind" and b == "/tmp/course-checkout") for a, b in pairs)

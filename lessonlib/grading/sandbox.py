@@ -200,7 +200,12 @@ def bwrap_command(python_args: list[str], limits: Limits, *, protected: Sequence
             command += ["--ro-bind", folder, folder]
     for entry in _ETC:
         command += ["--ro-bind-try", entry, entry]
-    made: set[str] = set()
+    # The writable places, each of bounded size, come before the interpreter's folders: a Python
+    # environment under /tmp (a checkout in a temporary folder) is then bound on top of the empty
+    # /tmp instead of being hidden by it.
+    for folder in ("/tmp", SCRATCH):
+        command += ["--perms", "1777", "--size", str(limits.scratch_mb * 2**20), "--tmpfs", folder]
+    made: set[str] = {"/tmp", SCRATCH}
 
     def parents(path: Path) -> list[str]:  # bubblewrap would make them 0700 as root: make them 0755
         new = [str(p) for p in reversed(path.parents) if str(p) != "/" and str(p) not in made]
@@ -217,8 +222,7 @@ def bwrap_command(python_args: list[str], limits: Limits, *, protected: Sequence
     for source in (WORKER, RUNNER, WIRE):
         command += ["--ro-bind", str(source), f"{INSIDE}/{source.name}"]
     command += ["--proc", "/proc", "--dev", "/dev"]
-    for folder in ("/tmp", "/dev/shm", SCRATCH):  # the only writable places, each of bounded size
-        command += ["--perms", "1777", "--size", str(limits.scratch_mb * 2**20), "--tmpfs", folder]
+    command += ["--perms", "1777", "--size", str(limits.scratch_mb * 2**20), "--tmpfs", "/dev/shm"]
     # the sandbox's own root and /dev are unbounded tmpfs: read-only, so they cannot fill the memory
     command += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH]
     for name, value in worker_env(SCRATCH).items():
