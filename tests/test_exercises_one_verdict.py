@@ -7,12 +7,14 @@ bottom in a kernel and graded by ``lessonlib grade``: the two verdicts agree.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import exercise_answers
 import nbformat
 import pytest
 
@@ -135,15 +137,9 @@ DISPLAY_02 = '''def padding_mask(lengths, max_length):
     return np.arange(max_length)[None, :] < np.asarray(lengths)[:, None]
 '''
 
-FULL_MATRIX_04 = '''def tiled_attention(query, key, value, block_size):
-    scores = query @ np.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])  # (..., L, S): all of it
-    out = np.empty(scores.shape[:-1] + (value.shape[-1],))
-    for q0 in range(0, scores.shape[-2], block_size):
-        block = scores[..., q0:q0 + block_size, :]
-        w = np.exp(block - block.max(-1, keepdims=True))
-        out[..., q0:q0 + block_size, :] = (w / w.sum(-1, keepdims=True)) @ value
-    return out
-'''
+# The full-matrix answer of the diagnosis tests, as a learner would name it in the answer cell.
+FULL_MATRIX_04 = inspect.getsource(exercise_answers.tiled_full_then_blocks).replace(
+    "def tiled_full_then_blocks(", "def tiled_attention(")
 
 
 def _learner_notebook(name: str, answers: dict[str, str], extra: dict[str, tuple[str, str]]) -> nbformat.NotebookNode:

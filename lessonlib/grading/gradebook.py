@@ -24,7 +24,7 @@ from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_json, atomic_write_text
 from lessonlib.grading.lms import Unattributed
-from lessonlib.grading.manual import GRADED_BY_HAND, Mark, apply_marks, write_manual
+from lessonlib.grading.manual import Mark, apply_marks, write_manual
 from lessonlib.grading.roster import Roster, match, write_lms_import
 from lessonlib.grading.sandbox import Isolation, Limits
 
@@ -83,7 +83,7 @@ def _quote(text: str) -> str:
 def exercise_markdown(g: r.ExerciseGrade) -> list[str]:
     """The feedback section of one exercise or written answer, as Markdown lines."""
     words = r.STATUS_WORDS.get(g.status, g.status)
-    if g.kind == "manual" and g.status == GRADED_BY_HAND:
+    if g.kind == "manual" and g.status == r.GRADED_BY_HAND:
         lines = [f"### {g.exercise} (written answer): {_num(g.points)} / {_num(g.max_points)} points, graded by hand",
                  ""]
         lines += [note for note in g.notes if note.startswith("Question:")] + [""]
@@ -142,12 +142,12 @@ def feedback_markdown(result: r.LearnerResult) -> str:
     total = f"Automatic checks: **{_num(result.auto_points)} / {_num(result.auto_max_points)} points**."
     if result.manual_pending:
         total += f" Written answers ({_num(result.manual_pending)} points) are graded by hand."
-    elif any(g.status == GRADED_BY_HAND for g in manual):
+    elif any(g.status == r.GRADED_BY_HAND for g in manual):
         total += f" Total with the written answers: **{_num(result.points)} / {_num(result.max_points)} points**."
     lines += [total, "", "| notebook | exercise | points | result |", "|---|---|---|---|"]
     for g in result.exercises:
         points = "to be graded" if g.points is None else f"{_num(g.points)} / {_num(g.max_points)}"
-        words = "graded by hand" if g.status == GRADED_BY_HAND else r.STATUS_WORDS.get(g.status, g.status)
+        words = r.STATUS_WORDS.get(g.status, g.status)
         lines.append(f"| {g.notebook.removesuffix('.ipynb')} | {g.exercise} | {points} | {words} |")
     lines.append("")
     for note in result.notes:

@@ -29,7 +29,6 @@ from lessonlib.grading.files import atomic_write_text
 MANUAL_FILE = "manual.csv"
 MANUAL_COLUMNS = ("learner", "lms_id", "notebook", "exercise", "rubric", "points", "max_points", "comment")
 REQUIRED = ("learner", "exercise", "points")
-GRADED_BY_HAND = r.GRADED_BY_HAND  # the status of a written answer once points are given
 
 
 class ManualError(ValueError):
@@ -121,7 +120,7 @@ def apply_marks(results: Sequence[r.LearnerResult], marks: dict[tuple[str, str],
             if grade.kind != "manual" or mark is None or mark.points is None:
                 continue
             grade.points = mark.points
-            grade.status = GRADED_BY_HAND
+            grade.status = r.GRADED_BY_HAND
             grade.diagnosis = mark.rubric
             grade.reason = mark.comment
         applied.append(result)
@@ -134,7 +133,7 @@ def manual_rows(results: Sequence[r.LearnerResult], marks: dict[tuple[str, str],
     for result in results:
         for grade in _written(result).values():
             mark = marks.get((result.key, grade.exercise))
-            if mark is None and grade.status not in (r.NEEDS_MANUAL, GRADED_BY_HAND):
+            if mark is None and grade.status not in (r.NEEDS_MANUAL, r.GRADED_BY_HAND):
                 continue  # nothing written: 0 points already, nothing to read
             points = "" if mark is None or mark.points is None else f"{mark.points:g}"
             rows.append([result.key, result.lms_id, grade.notebook, grade.exercise,
