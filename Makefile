@@ -14,7 +14,7 @@ NOTEBOOK_DIRS := notebooks solutions exercises
 NB_CLEAN_OPTIONS := --preserve-cell-outputs --preserve-execution-counts --preserve-notebook-metadata \
 	--preserve-cell-metadata-field tags
 
-.PHONY: lab test lint unit verify-exercises notebooks execute clean crosscheck browser site \
+.PHONY: lab test lint unit verify-exercises notebooks kernels execute clean crosscheck browser site \
 	clean-notebooks hooks train
 
 $(STAMP): pyproject.toml
@@ -28,7 +28,7 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) --ServerApp.root_dir=. \
 	    --ServerApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
 
-test: lint unit verify-exercises notebooks
+test: lint unit verify-exercises notebooks kernels
 
 lint: $(STAMP)
 	$(BIN)/ruff check lessonlib tests benchmarks notebooks tools
@@ -41,9 +41,16 @@ unit: $(STAMP)
 verify-exercises: $(STAMP)
 	$(BIN)/lessonlib exercises verify
 
+NBVAL := -p no:randomly --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(NOTEBOOK_DIRS)
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest -p no:randomly --nbval --nbval-current-env \
-	    --nbval-sanitize-with tests/nbval_sanitize.cfg $(NOTEBOOK_DIRS)
+	$(BIN)/python -m pytest $(NBVAL)
+
+# The same nbval run under other CPUs' BLAS kernels and NumPy SIMD loops (tools/blas_kernels.py):
+# a stored number must print the same on every learner's machine. KERNELS=others (two families
+# other than this CPU's own), all (every family this CPU can run; CI), or names: Prescott,Haswell.
+KERNELS ?= others
+kernels: $(STAMP)
+	$(BIN)/python tools/blas_kernels.py --kernels $(KERNELS) -- -q $(NBVAL)
 
 # Re-measure every claim about torch and JAX on the real libraries (installs the `crosscheck` extra).
 # Where the libraries are missing those tests skip; REQUIRE_CROSSCHECK=1 (CI) makes that a failure.

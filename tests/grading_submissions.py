@@ -17,7 +17,7 @@ from lessonlib.grading.submissions import course_notebooks
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
-ANSWER_CELLS = {ex: cell for nb in course_notebooks(SOLUTIONS) for ex, cell in nb.answer_cells.items()}
+ANSWER_CELLS = {ex: cell for nb in course_notebooks() for ex, cell in nb.answer_cells.items()}
 
 CORRECT_MASKED_SOFTMAX = '''
 def _correct(scores, allowed):

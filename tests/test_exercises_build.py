@@ -10,13 +10,17 @@ import nbformat
 import pytest
 
 from lessonlib import cli
+from lessonlib.exercises import build as build_module
 from lessonlib.exercises.build import (
     BuildError,
+    answer_cell_ids,
     build,
     exercise_notebook,
+    solution_paths,
     stub_source,
     verify,
 )
+from lessonlib.exercises.registry import ANSWER_CELLS_FILE, released_answer_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,7 +102,8 @@ def _fake_execute(path: Path) -> None:
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Path:
+def tree(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setattr(build_module, "ANSWER_CELLS_FILE", tmp_path / "answer_cells.json")
     (tmp_path / "solutions").mkdir()
     nbformat.write(_solution_notebook(), tmp_path / "solutions" / "01_demo.ipynb")
     build(tmp_path / "solutions", tmp_path / "exercises", execute=_fake_execute, log=lambda _: None)
@@ -125,6 +130,22 @@ def test_verify_catches_a_changed_solution(tree: Path):
     nbformat.write(nb, path)
     problems = verify(tree / "solutions", tree / "exercises")
     assert [p.message for p in problems] == ["cell 0 differs in its source"]
+
+
+def test_build_records_the_answer_cells_and_verify_catches_a_changed_id(tree: Path):
+    ids = released_answer_cells(tree / "answer_cells.json")
+    assert ids == answer_cell_ids(solution_paths(tree / "solutions")) and ids
+    path = tree / "solutions" / "01_demo.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    answer = next(c for c in nb.cells if c.get("id") in ids.values())
+    answer.id = "renamed-answer"
+    nbformat.write(nb, path)
+    problems = {(p.path.name, p.message) for p in verify(tree / "solutions", tree / "exercises")}
+    assert ("answer_cells.json", "names other answer cells than the solutions notebooks") in problems
+
+
+def test_the_package_ships_the_answer_cells_of_the_committed_solutions():
+    assert released_answer_cells(ANSWER_CELLS_FILE) == answer_cell_ids(solution_paths(ROOT / "solutions"))
 
 
 def test_verify_catches_unexecuted_missing_and_extra_notebooks(tree: Path):

@@ -4,6 +4,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import lessonlib as L
 from lessonlib.explorers import interpretation as I
@@ -71,6 +73,25 @@ def test_exclusion_effect_matches_its_closed_form(seed):
 def test_ranks_put_the_largest_first_and_share_ties():
     np.testing.assert_array_equal(I.ranks([0.1, 0.7, 0.3]), [3, 1, 2])
     np.testing.assert_array_equal(I.ranks([2.0, 5.0, 2.0, 1.0]), [2.5, 1, 2.5, 4])
+
+
+def test_ranks_tie_values_that_differ_only_in_the_last_bits():
+    # Two keys with equal effects in exact arithmetic, as one BLAS kernel computed them (notebook 06).
+    low, high = 1.2108954062392887, 1.210895406239289
+    np.testing.assert_array_equal(I.ranks([0.5, high, low, 2.0]), [4, 2.5, 2.5, 1])
+    np.testing.assert_array_equal(I.ranks([1.0, 1.0 + 1e-6, 0.0]), [2, 1, 3])  # a real difference is kept
+    assert I.ranks([]).shape == (0,)
+
+
+@given(st.lists(st.integers(1, 6), min_size=2, max_size=20), st.data())
+def test_ranks_and_spearman_do_not_see_rounding_noise(levels, data):
+    exact = 0.1 * np.array(levels, dtype=float)  # (n,) with ties wherever two levels agree
+    ulps = np.array(data.draw(st.lists(st.integers(-8, 8), min_size=exact.size, max_size=exact.size)))
+    noisy = exact + ulps * np.spacing(exact)  # (n,) each entry a few units in its last place off
+    np.testing.assert_array_equal(I.ranks(noisy), I.ranks(exact))
+    other = np.arange(exact.size, dtype=float)[::-1]
+    if np.ptp(exact) > 0:
+        assert I.spearman(noisy, other) == I.spearman(exact, other)
 
 
 def test_spearman_limits_and_the_no_ties_formula():

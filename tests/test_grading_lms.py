@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from grading_submissions import EXERCISES, SOLUTIONS, WRONG_PADDING, masking, notebook, stub_learner, write_learner
+from grading_submissions import EXERCISES, WRONG_PADDING, masking, notebook, stub_learner, write_learner
 
 from lessonlib import cli
 from lessonlib.exercises import MANUAL_QUESTIONS
@@ -23,7 +23,7 @@ from lessonlib.grading.manual import ManualError, read_manual
 from lessonlib.grading.roster import RosterError, lms_import_text, match, read_roster
 from lessonlib.grading.submissions import course_notebooks
 
-COURSES = course_notebooks(SOLUTIONS)
+COURSES = course_notebooks()
 CANVAS_HEADER = "Student,ID,SIS User ID,SIS Login ID,Section,Attention homework (98765),Current Score\n"
 MOODLE_HEADER = ("Identifier,Full name,Email address,Status,Grade,Maximum Grade,Grade can be changed,"
                  "Last modified (submission),Last modified (grade),Feedback comments\n")

@@ -42,7 +42,7 @@ from lessonlib.grading.submissions import (
     read_notebook,
 )
 
-COURSES = course_notebooks(SOLUTIONS)
+COURSES = course_notebooks()
 MASKING = next(c for c in COURSES if c.name == "02_masking.ipynb")
 LIMITS = Limits(cpu_seconds=2, memory_mb=256)
 
@@ -402,3 +402,26 @@ def test_a_python_environment_under_tmp_is_bound_over_the_sandbox_s_empty_tmp(mo
     assert empty_tmp < bound
     assert ("--dir", "/tmp/course-checkout") in pairs and ("--dir", "/tmp") not in pairs
     assert not any(a == "--bind" or (a == "--ro-bind" and b == "/tmp/course-checkout") for a, b in pairs)
+
+
+def test_an_installed_package_is_bound_and_the_folder_the_grader_started_in_is_protected(tmp_path, monkeypatch) -> None:
+    """`pip install lessonlib` puts the package inside the environment the sandbox binds. Learners have
+    lessonlib anyway: that is no reason to refuse bubblewrap. What stays protected without a checkout is
+    the folder the instructor started the grader in (their course folder), with the output folder and
+    the submissions."""
+    venv, course = tmp_path / "venv", tmp_path / "course"
+    (venv / "lib" / "site-packages" / "lessonlib").mkdir(parents=True)
+    course.mkdir()
+    monkeypatch.chdir(course)
+    monkeypatch.setattr(sandbox, "project_root", lambda: None)
+    monkeypatch.setattr(sandbox, "bwrap", lambda: "/usr/bin/bwrap")
+    monkeypatch.setattr(sandbox, "interpreter_folders", lambda: [venv])
+    protected = sandbox.protected_folders(tmp_path / "out", [tmp_path / "submissions" / "ann.ipynb"])
+    assert protected == [course, tmp_path / "out", tmp_path / "submissions"]
+    command = sandbox.bwrap_command(["worker.py"], Limits(), protected=protected)
+    pairs = list(zip(command, command[1:]))
+    assert ("--ro-bind", str(venv)) in pairs
+    assert not any(b == str(course) for a, b in pairs if a in ("--ro-bind", "--bind"))
+    monkeypatch.chdir(venv / "lib")  # a course folder inside the environment would be exposed: refused
+    with pytest.raises(sandbox.IsolationError, match="must not see"):
+        sandbox.bwrap_command(["worker.py"], Limits(), protected=sandbox.protected_folders(tmp_path / "out", []))

@@ -9,12 +9,14 @@ with each such region replaced by a stub:
 - in a markdown cell (a written answer): an invitation to write the answer.
 
 Cells tagged ``solutions-only`` are dropped. Outputs are cleared, then the exercise notebook is
-executed so it is stored with outputs (its checks read "not attempted yet").
+executed so it is stored with outputs (its checks read "not attempted yet"). The ids of the answer
+cells go into the package (``answer_cells.json``), where the grader reads them.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +24,8 @@ from pathlib import Path
 
 import nbformat
 
-from lessonlib.exercises.registry import EXERCISES
+from lessonlib.exercises.cells import binds, python_source
+from lessonlib.exercises.registry import ANSWER_CELLS_FILE, EXERCISES, released_answer_cells
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -151,6 +154,36 @@ def solution_paths(solutions: Path) -> list[Path]:
     return sorted(p for p in Path(solutions).glob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
 
+def answer_cell_ids(sources: list[Path]) -> dict[str, str]:
+    """exercise -> id of the cell tagged ``answer`` that defines it, over the solutions notebooks."""
+    found: dict[str, str] = {}
+    for src in sources:
+        for cell in nbformat.read(src, as_version=4).cells:
+            if cell.cell_type == "code" and ANSWER_TAG in _tags(cell) and cell.get("id"):
+                body = ast.parse(python_source(cell.source)).body
+                for name in sorted(set().union(*map(binds, body)) & set(EXERCISES)):
+                    found.setdefault(name, cell.id)
+    return dict(sorted(found.items()))
+
+
+def _stored_answer_cells() -> dict[str, str] | None:
+    try:
+        return released_answer_cells(ANSWER_CELLS_FILE)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_answer_cells(ids: dict[str, str], log: Callable[[str], None]) -> None:
+    if ids == _stored_answer_cells():
+        return
+    try:
+        ANSWER_CELLS_FILE.write_text(json.dumps(ids, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise BuildError(f"the answer cells changed, but {ANSWER_CELLS_FILE} cannot be written ({exc}): "
+                         "build from a checkout of the course") from None
+    log(f"wrote the ids of {len(ids)} answer cells to {ANSWER_CELLS_FILE}")
+
+
 def build(
     solutions: Path, exercises: Path, *, execute: Callable[[Path], None] | None = _default_execute,
     log: Callable[[str], None] = print,
@@ -160,6 +193,7 @@ def build(
     sources = solution_paths(solutions)
     if not sources:
         raise BuildError(f"no notebooks in {solutions}")
+    _write_answer_cells(answer_cell_ids(sources), log)
     exercises.mkdir(parents=True, exist_ok=True)
     written = []
     for src in sources:
@@ -205,6 +239,8 @@ def verify(solutions: Path, exercises: Path) -> list[Problem]:
         problems += _compare(dest, want, have)
     for extra in sorted(set(exercises.glob("*.ipynb")) - {exercises / s.name for s in sources}):
         problems.append(Problem(extra, "has no solutions notebook"))
+    if answer_cell_ids(sources) != _stored_answer_cells():
+        problems.append(Problem(ANSWER_CELLS_FILE, "names other answer cells than the solutions notebooks"))
     return problems
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from lessonlib.exercises.ex_cost import ONLINE_SOFTMAX, SCORE_MATRIX_BYTES, TILED_ATTENTION
 from lessonlib.exercises.ex_interpretation import EXCLUSION_EFFECTS
@@ -102,6 +104,17 @@ MANUAL_QUESTIONS: dict[str, ManualQuestion] = {
         ),
     )
 }
+
+
+# exercise -> id of its answer cell in the released notebooks. Package data, so that a grader installed
+# without the course checkout (`pip install`, Gradescope) finds answer cells as one run from a checkout
+# does; `lessonlib exercises build` writes it from solutions/ and `verify` fails while it is stale.
+ANSWER_CELLS_FILE = Path(__file__).with_name("answer_cells.json")
+
+
+def released_answer_cells(path: Path = ANSWER_CELLS_FILE) -> dict[str, str]:
+    """exercise -> id of the answer cell that defines it in the released notebooks."""
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def get_exercise(name: str) -> Exercise:

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import html
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
+from enum import Enum
 from typing import Any
 
 
-class Status(StrEnum):
+class Status(str, Enum):
     """Every status an exercise can end with, in a check or in the grader (one list for both).
 
-    Members are strings ("passed" == Status.PASSED), so stored gradebooks read back unchanged.
+    Members are strings ("passed" == Status.PASSED), so stored gradebooks read back unchanged, and
+    ``str()`` and f-strings give the plain value on every Python, as ``enum.StrEnum`` (3.11+) does.
     A check gives the first four; the grader adds the ones about submissions and running code.
     """
+
+    __str__ = str.__str__
+    __format__ = str.__format__
 
     PASSED = "passed"
     FAILED = "failed"  # some cases wrong

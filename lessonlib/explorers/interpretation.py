@@ -98,15 +98,24 @@ def exclusion_effects(example: Example, values: np.ndarray | None = None) -> np.
                      for j in range(example.keys.shape[0])])
 
 
-def ranks(x: np.ndarray) -> np.ndarray:
-    """Rank of each entry, 1 = largest; tied entries share the mean of their ranks."""
-    x = np.asarray(x, dtype=float)
-    order = np.argsort(-x, kind="stable")
+def ranks(x: np.ndarray, *, rtol: float = 1e-9) -> np.ndarray:
+    """Rank of each entry, 1 = largest; tied entries share the mean of their ranks.
+
+    x (n,). Entries less than ``rtol * max|x|`` apart count as tied: two values that are equal in
+    exact arithmetic (two keys with the same token and the same bias, say) come out of a float
+    computation a few units in the last place apart, and which one is then larger depends on the
+    CPU's BLAS kernel, not on the model.
+    """
+    x = np.asarray(x, dtype=float)  # (n,)
+    if x.size == 0:
+        return x
+    order = np.argsort(-x, kind="stable")  # (n,) largest first
+    gaps = -np.diff(x[order])  # (n - 1,) each sorted entry's distance below the one before
+    group = np.concatenate([[0], np.cumsum(gaps > rtol * np.abs(x).max())])  # (n,) tie group, sorted order
+    places = np.arange(1, x.size + 1)  # (n,) rank of each sorted entry before ties are shared
+    shared = np.bincount(group, weights=places) / np.bincount(group)  # (groups,) mean rank per group
     r = np.empty(x.size)
-    r[order] = np.arange(1, x.size + 1)
-    for value in np.unique(x):  # average the ranks of ties
-        tied = x == value
-        r[tied] = r[tied].mean()
+    r[order] = shared[group]
     return r
 
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -359,7 +359,7 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bo
     grades.sort(key=lambda g: order.get(g.notebook, 99))  # stable: exercises keep their order
     return r.LearnerResult(
         learner=learner.name, key=learner.key, fingerprint=fingerprint, isolation=batch.isolation.level,
-        graded_at=datetime.now(UTC).isoformat(timespec="seconds"), exercises=grades,
+        graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), exercises=grades,
         notes=list(learner.notes), files={k: v.name for k, v in learner.files.items()},
         seconds=round(time.perf_counter() - start, 3), lms_id=learner.lms_id, late=learner.late,
     )
@@ -376,10 +376,9 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
     for folder in (state, out / "learners"):
         os.chmod(folder, 0o700)  # the hidden cases' seed and the saved results: the grader's alone
     seed = _resolve_seed(state, settings.seed)
-    root = sandbox.project_root()
     return _Batch(
         settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work",
-        saved=out / "learners", courses=course_notebooks(root / "solutions" if root else None),
+        saved=out / "learners", courses=course_notebooks(),
         cases={name: ex.public_cases() + ex.hidden_cases(seed) for name, ex in EXERCISES.items()},
         submissions=[Path(s).resolve() for s in submissions],
         protected=sandbox.protected_folders(out, [Path(s).resolve() for s in submissions]),
@@ -402,7 +401,7 @@ def _grader_failed(batch: _Batch, learner: Learner, fingerprint: str, exc: Excep
     grades = [r.ExerciseGrade(e.notebook, e.name, 0.0, e.points, r.ERROR, reason[:300], reason)
               for e in EXERCISES.values()]
     return r.LearnerResult(learner.name, learner.key, "", batch.isolation.level if batch.isolation else "?",
-                           datetime.now(UTC).isoformat(timespec="seconds"), grades, list(learner.notes),
+                           datetime.now(timezone.utc).isoformat(timespec="seconds"), grades, list(learner.notes),
                            lms_id=learner.lms_id, late=learner.late)
 
 

@@ -16,7 +16,7 @@ import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +172,7 @@ def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, lim
                    *, unattributed: Sequence[Unattributed] = (), roster: dict | None = None) -> dict:
     return {
         "tool": "lessonlib grade",
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "isolation": isolation.to_dict(),
         "limits": {"cpu_seconds": limits.cpu_seconds, "wall_seconds": limits.wall_seconds,
                    "memory_mb": limits.memory_mb, "processes": limits.processes, "file_mb": limits.file_mb,

@@ -171,10 +171,19 @@ def interpreter_folders() -> list[Path]:
     return sorted(found)
 
 
+def course_folder() -> Path:
+    """The course learner code must not see: the checkout lessonlib runs from, or else (an installed
+    package, as ``pip install`` leaves it) the folder the grader was started in."""
+    return project_root() or Path.cwd()
+
+
 def protected_folders(out_dir: Path, submissions: Sequence[Path]) -> list[Path]:
-    """What learner code must never see: the course, the output folder, the submissions, homes."""
-    root = project_root() or _real(Path(lessonlib.__file__).parent)
-    paths = [root, out_dir, *[s if s.is_dir() else s.parent for s in submissions]]
+    """What learner code must never see: the course, the output folder, the submissions.
+
+    The installed package is not among them: learners have lessonlib anyway, and an installed
+    package sits inside the Python environment that the sandbox binds.
+    """
+    paths = [course_folder(), out_dir, *[s if s.is_dir() else s.parent for s in submissions]]
     return [_real(p) for p in paths]
 
 
@@ -340,12 +349,14 @@ def read_records(job_dir: Path, result_limit: int) -> list[tuple[dict[str, Any],
 # --- the probe ----------------------------------------------------------------------------------
 
 
-def _course_file() -> Path:
-    root = project_root()
-    if root is not None:
-        for candidate in sorted((root / "solutions").glob("*.ipynb")):
-            return candidate
-    return Path(lessonlib.__file__)
+def _course_file() -> Path | None:
+    """A file of the course for the probe to try: a solution notebook, else any file in the course folder."""
+    course = course_folder()
+    try:
+        files = [*sorted((course / "solutions").glob("*.ipynb")), *sorted(p for p in course.iterdir() if p.is_file())]
+    except OSError:
+        return None
+    return files[0] if files else None
 
 
 def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: Sequence[Path]) -> dict[str, Any]:
@@ -354,7 +365,10 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
     job_dir.mkdir(parents=True, mode=0o700)
     secret = work / "probe-secret.txt"
     secret.write_text("only the grading process may read this\n")
-    readable = {"course_file": str(_course_file()), "output_folder": str(secret)}
+    readable = {"output_folder": str(secret)}
+    course_file = _course_file()
+    if course_file is not None:
+        readable["course_file"] = str(course_file)
     files = [s for s in submissions if s.is_file()]
     files += [p for s in submissions if s.is_dir() for p in sorted(s.rglob("*.ipynb"))[:1]]
     if files:

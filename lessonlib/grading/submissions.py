@@ -29,6 +29,7 @@ from pathlib import Path
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, ManualQuestion
 from lessonlib.exercises.cells import binds, is_definition, is_drawing_import, python_source, slice_cells
+from lessonlib.exercises.registry import released_answer_cells
 from lessonlib.exercises.results import Status
 
 MAX_NOTEBOOK_BYTES = 32 * 2**20
@@ -59,25 +60,9 @@ class CourseNotebook:
         return self.name.removesuffix(".ipynb")
 
 
-def _released_answer_cells(solutions: Path | None) -> dict[str, str]:
-    """exercise -> id of its answer cell in the solutions notebooks (the single source)."""
-    found: dict[str, str] = {}
-    if solutions is None or not solutions.is_dir():
-        return found
-    for path in sorted(solutions.glob("*.ipynb")):
-        notebook = read_notebook(path)
-        for cell in notebook.cells:
-            if cell.cell_type == "code" and ANSWER_TAG in cell.tags and cell.id:
-                tree = parse_cell(cell.source)
-                if isinstance(tree, ast.Module):
-                    for name in bound_names(tree) & set(EXERCISES):
-                        found.setdefault(name, cell.id)
-    return found
-
-
-def course_notebooks(solutions: Path | None = None) -> list[CourseNotebook]:
+def course_notebooks() -> list[CourseNotebook]:
     """The exercise notebooks, in file-name order, from the exercise registry."""
-    cells = _released_answer_cells(solutions)
+    cells = released_answer_cells()
     names = sorted({e.notebook for e in EXERCISES.values()} | {q.notebook for q in MANUAL_QUESTIONS.values()})
     return [
         CourseNotebook(
