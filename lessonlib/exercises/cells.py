@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 import symtable
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,44 @@ DRAWING_MODULES = frozenset({
 })
 JUPYTER_NAMES = frozenset({"display", "get_ipython", "__IPYTHON__", "In", "Out", "_", "__", "___"})
 BUILTIN_NAMES = frozenset(dir(builtins)) - JUPYTER_NAMES  # IPython adds display() to builtins in a kernel
+
+
+# Bounds on the learner cells the grader parses in its own process. Python 3.10 builds the syntax tree
+# of 1+1+...+1 recursively in C and crashes the whole process past about 100,000 terms, so a cell with
+# more operator characters than MAX_OPERATORS (a tree nests at most one level per operator or bracket)
+# is refused before the parser sees it. A tree deeper than MAX_DEPTH is refused after parsing: Python
+# 3.11+ raise RecursionError from about 2,000 levels, 3.10 parses far deeper, and the analysis of a
+# cell recurses through its tree; with one bound, every Python gives the same verdict. The course's
+# own cells nest about 15 levels and hold a few hundred operators.
+MAX_OPERATORS = 20_000
+MAX_DEPTH = 200
+_OPERATOR_CHARACTER = re.compile(r"[-+*/%@&|^~<>.=!(\[{]")
+
+
+def _deeper_than(tree: ast.AST, limit: int) -> bool:
+    """True when some node of ``tree`` lies more than ``limit`` levels below its root (no recursion)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return False
+
+
+def parse(source: str) -> ast.Module:
+    """``ast.parse(source)``; ValueError for a cell beyond MAX_OPERATORS or MAX_DEPTH (see above)."""
+    operators = len(_OPERATOR_CHARACTER.findall(source))
+    if operators > MAX_OPERATORS:
+        raise ValueError(f"the cell has {operators} operators and brackets (at most {MAX_OPERATORS} are parsed)")
+    too_deep = ValueError(f"the cell's code nests more than {MAX_DEPTH} levels deep")
+    try:
+        tree = ast.parse(source)
+    except RecursionError:
+        raise too_deep from None
+    if _deeper_than(tree, MAX_DEPTH):
+        raise too_deep
+    return tree
 
 
 def python_source(source: str) -> str:
@@ -216,7 +255,7 @@ def slice_cells(
     broken: list[int] = []
     for i, src in enumerate(sources):
         try:
-            trees[i] = ast.parse(src)
+            trees[i] = parse(src)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             broken.append(i)
     result = Slice()
@@ -304,7 +343,7 @@ def check_notes(exercise: str, history: Sequence[str], other_exercises: Iterable
     answer = None
     for i, src in enumerate(history):
         try:
-            tree = ast.parse(python_source(src))
+            tree = parse(python_source(src))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         bound = set().union(*(binds(n) for n in tree.body)) if tree.body else set()

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, ManualQuestion
-from lessonlib.exercises.cells import binds, is_definition, is_drawing_import, python_source, slice_cells
+from lessonlib.exercises.cells import binds, is_definition, is_drawing_import, parse, python_source, slice_cells
 from lessonlib.exercises.registry import released_answer_cells
 from lessonlib.exercises.results import Status
 
@@ -145,7 +145,7 @@ def parse_cell(source: str) -> ast.Module | str:
     if len(source) > MAX_CELL_CHARS:
         return f"the cell has {len(source)} characters (at most {MAX_CELL_CHARS} are read)"
     try:
-        return ast.parse(python_source(source))
+        return parse(python_source(source))
     except SyntaxError as exc:
         return f"line {exc.lineno}: {exc.msg}"
     except (ValueError, RecursionError, MemoryError) as exc:
