@@ -383,6 +383,9 @@ def test_the_worker_loads_nothing_of_lessonlib(module: str) -> None:
 
 def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox, "bwrap", lambda: None)
+    (tmp_path / "course" / "week3").mkdir(parents=True)  # the course folder of an installed package: the cwd
+    (tmp_path / "course" / "week3" / "notes.md").write_text("the instructor's notes\n")
+    monkeypatch.chdir(tmp_path / "course")
     isolation = sandbox.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
     assert isolation.level == "limits" and "bwrap is not installed" in isolation.reason
     assert isolation.warning.startswith("WARNING: learner code is NOT isolated")
@@ -430,3 +433,19 @@ def test_an_installed_package_is_bound_and_the_folder_the_grader_started_in_is_p
     monkeypatch.chdir(venv / "lib")  # a course folder inside the environment would be exposed: refused
     with pytest.raises(sandbox.IsolationError, match="must not see"):
         sandbox.bwrap_command(["worker.py"], Limits(), protected=sandbox.protected_folders(tmp_path / "out", []))
+
+
+def test_the_probe_tries_a_course_file_outside_the_python_environment(tmp_path, monkeypatch) -> None:
+    """The trial sandbox must find the course unreadable. With an installed package the course is the
+    folder the grader started in; a file of the environment inside it is readable on purpose."""
+    course = tmp_path / "course"
+    (course / ".venv" / "lib").mkdir(parents=True)
+    (course / ".venv" / "lib" / "a.py").write_text("")
+    (course / "week3").mkdir()
+    (course / "week3" / "notes.md").write_text("")
+    monkeypatch.chdir(course)
+    monkeypatch.setattr(sandbox, "project_root", lambda: None)
+    monkeypatch.setattr(sandbox, "interpreter_folders", lambda: [course / ".venv"])
+    assert sandbox._course_file() == course / "week3" / "notes.md"
+    (course / "week3" / "notes.md").unlink()
+    assert sandbox._course_file() is None  # nothing to try: the probe leaves that check out

@@ -350,13 +350,17 @@ def read_records(job_dir: Path, result_limit: int) -> list[tuple[dict[str, Any],
 
 
 def _course_file() -> Path | None:
-    """A file of the course for the probe to try: a solution notebook, else any file in the course folder."""
+    """A file of the course for the probe to try: a solution notebook, else the first file found in
+    the course folder outside the Python installation (which the sandbox binds on purpose)."""
     course = course_folder()
-    try:
-        files = [*sorted((course / "solutions").glob("*.ipynb")), *sorted(p for p in course.iterdir() if p.is_file())]
-    except OSError:
-        return None
-    return files[0] if files else None
+    for solution in sorted((course / "solutions").glob("*.ipynb")):
+        return solution
+    installed = {str(f) for f in interpreter_folders()}
+    for folder, subfolders, files in os.walk(course):
+        if files:
+            return Path(folder, sorted(files)[0])
+        subfolders[:] = sorted(d for d in subfolders if str(_real(os.path.join(folder, d))) not in installed)
+    return None
 
 
 def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: Sequence[Path]) -> dict[str, Any]:
