@@ -396,7 +396,8 @@ def test_the_isolation_level_is_recorded(batch: Batch) -> None:
     if batch.level == "bubblewrap":
         verified = data["isolation"]["verified"]
         assert verified["runs_as"] == "nobody" if os.geteuid() == 0 else "user namespace" in verified["runs_as"]
-        assert not any(verified[k] for k in ("course_files_readable", "output_folder_readable", "network",
+        assert not any(verified[k] for k in ("course_files_readable", "output_folder_readable", "home_folder_readable",
+                                             "network",
                                              "output_folder_writable", "can_signal_grader"))
     else:
         assert data["isolation"]["warning"].startswith("WARNING: learner code is NOT isolated")

@@ -386,12 +386,16 @@ def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeyp
     (tmp_path / "course" / "week3").mkdir(parents=True)  # the course folder of an installed package: the cwd
     (tmp_path / "course" / "week3" / "notes.md").write_text("the instructor's notes\n")
     monkeypatch.chdir(tmp_path / "course")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".profile").write_text("export SECRET=1\n")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     isolation = sandbox.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
     assert isolation.level == "limits" and "bwrap is not installed" in isolation.reason
     assert isolation.warning.startswith("WARNING: learner code is NOT isolated")
     for unprotected in ("solutions/", "the output folder", "network", "signal the grading process"):
         assert unprotected in isolation.warning
     assert isolation.verified["course_files_readable"] and isolation.verified["network"]  # the probe saw it
+    assert isolation.verified["home_folder_readable"]
     with pytest.raises(sandbox.IsolationError, match="bwrap is not installed"):
         sandbox.choose_isolation("bubblewrap", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
 

@@ -349,18 +349,23 @@ def read_records(job_dir: Path, result_limit: int) -> list[tuple[dict[str, Any],
 # --- the probe ----------------------------------------------------------------------------------
 
 
-def _course_file() -> Path | None:
-    """A file of the course for the probe to try: a solution notebook, else the first file found in
-    the course folder outside the Python installation (which the sandbox binds on purpose)."""
-    course = course_folder()
-    for solution in sorted((course / "solutions").glob("*.ipynb")):
-        return solution
+def _first_file(top: Path) -> Path | None:
+    """The first file found under ``top`` outside the Python installation (which the sandbox binds on
+    purpose): what the probe tries to read there."""
     installed = {str(f) for f in interpreter_folders()}
-    for folder, subfolders, files in os.walk(course):
+    for folder, subfolders, files in os.walk(top):
         if files:
             return Path(folder, sorted(files)[0])
         subfolders[:] = sorted(d for d in subfolders if str(_real(os.path.join(folder, d))) not in installed)
     return None
+
+
+def _course_file() -> Path | None:
+    """A file of the course for the probe to try: a solution notebook, else any file of the course folder."""
+    course = course_folder()
+    for solution in sorted((course / "solutions").glob("*.ipynb")):
+        return solution
+    return _first_file(course)
 
 
 def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: Sequence[Path]) -> dict[str, Any]:
@@ -370,9 +375,9 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
     secret = work / "probe-secret.txt"
     secret.write_text("only the grading process may read this\n")
     readable = {"output_folder": str(secret)}
-    course_file = _course_file()
-    if course_file is not None:
-        readable["course_file"] = str(course_file)
+    for name, path in (("course_file", _course_file()), ("home_file", _first_file(Path.home()))):
+        if path is not None:
+            readable[name] = str(path)
     files = [s for s in submissions if s.is_file()]
     files += [p for s in submissions if s.is_dir() for p in sorted(s.rglob("*.ipynb"))[:1]]
     if files:
@@ -423,6 +428,7 @@ def _findings(report: dict[str, Any], level: str) -> tuple[dict[str, Any], list[
         ("nobody" if os.geteuid() == 0 else f"{_user_name(os.getuid())} in a user namespace (uid {uid} inside)"),
         "course_files_readable": readable.get("course_file"),
         "other_submissions_readable": readable.get("submission"),
+        "home_folder_readable": readable.get("home_file"),
         "output_folder_readable": readable.get("output_folder"),
         "output_folder_writable": wrote,
         "network": report.get("network") is True,
