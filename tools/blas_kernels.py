@@ -12,8 +12,8 @@ them, checks that OpenBLAS really took the kernel (threadpoolctl names it), runs
 ``python -m pytest PYTEST_ARGS`` and prints a table. Exit status 1 when any run failed.
 
 ``--kernels others`` (the default) takes two families that this CPU can run and that differ from
-its own kernel; ``all`` takes every family this CPU can run. On a CPU that is not x86-64 the
-families do not exist: the script says so and exits 0.
+its own kernel; ``all`` takes every family this CPU can run. On a CPU that is not x86-64, or with
+a NumPy built on another BLAS, the families do not exist: the script says so and exits 0.
 """
 
 from __future__ import annotations
@@ -130,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"OpenBLAS's x86-64 kernels do not exist on {platform.machine()}: nothing to run")
         return 0
     own = probe(dict(os.environ)).get("architecture")
+    if own is None:
+        print("this NumPy does not use OpenBLAS, whose kernels these runs choose: nothing to run")
+        return 0
     kernels = choose(args.kernels, own, cpu_flags())
     dispatch = probe(dict(os.environ))["dispatch"]
     rows, ran = [], {}
