@@ -129,15 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     if platform.machine() not in ("x86_64", "AMD64"):
         print(f"OpenBLAS's x86-64 kernels do not exist on {platform.machine()}: nothing to run")
         return 0
-    own = probe(dict(os.environ)).get("architecture")
+    here = probe(dict(os.environ))  # this CPU's own kernel, and the SIMD features NumPy dispatches on
+    own = here["architecture"]
     if own is None:
         print("this NumPy does not use OpenBLAS, whose kernels these runs choose: nothing to run")
         return 0
-    kernels = choose(args.kernels, own, cpu_flags())
-    dispatch = probe(dict(os.environ))["dispatch"]
     rows, ran = [], {}
-    for kernel in kernels:
-        env = environment(kernel, dispatch)
+    for kernel in choose(args.kernels, own, cpu_flags()):
+        env = environment(kernel, here["dispatch"])
         seen = probe(env)["architecture"]
         if seen not in kernel.reports:
             raise SystemExit(f"OPENBLAS_CORETYPE={kernel.name} was not taken: OpenBLAS reports {seen}, "
