@@ -45,12 +45,13 @@ NBVAL := -p no:randomly --nbval --nbval-current-env --nbval-sanitize-with tests/
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest $(NBVAL)
 
-# The same nbval run under other CPUs' BLAS kernels and NumPy SIMD loops (tools/blas_kernels.py):
-# a stored number must print the same on every learner's machine. KERNELS=others (two families
-# other than this CPU's own), all (every family this CPU can run; CI), or names: Prescott,Haswell.
+# The same nbval run under other CPUs' BLAS kernels and NumPy SIMD loops (tools/blas_kernels.py),
+# with the explorers' readouts saved in the widget state (which nbval does not compare): a stored
+# number must print the same on every learner's machine. KERNELS=others (two families other than
+# this CPU's own), all (every family this CPU can run; CI), or names: Prescott,Haswell.
 KERNELS ?= others
 kernels: $(STAMP)
-	$(BIN)/python tools/blas_kernels.py --kernels $(KERNELS) -- -q $(NBVAL)
+	$(BIN)/python tools/blas_kernels.py --kernels $(KERNELS) -- -q $(NBVAL) tests/test_stored_readouts.py
 
 # Re-measure every claim about torch and JAX on the real libraries (installs the `crosscheck` extra).
 # Where the libraries are missing those tests skip; REQUIRE_CROSSCHECK=1 (CI) makes that a failure.

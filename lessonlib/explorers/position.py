@@ -179,16 +179,22 @@ def shuffle_order(n: int, shuffle: int) -> np.ndarray:
     return np.random.default_rng(shuffle).permutation(n)
 
 
+TOLERANCE_TEXT = "1e-9"
+TOLERANCE = float(TOLERANCE_TEXT)  # deviations below this are rounding, not a broken symmetry
+
+
 def deviation_text(value: float) -> str:
-    """A deviation as the readout prints it: tiny values in e-notation, others to two decimals."""
+    """A deviation as the readout prints it: rounding as "below 1e-9", small values in e-notation,
+    others to two decimals. The size of rounding noise (2e-16 on one CPU, 4e-16 on another) depends
+    on the CPU's kernels, so it is not printed; an exact 0 comes from identical computations and is."""
     if value == 0:
         return "0"
+    if value < TOLERANCE:
+        return f"below {TOLERANCE_TEXT}"
     return f"{value:.0e}" if value < 1e-3 else f"{value:.2f}"
 
 
 # --- The explorer ---------------------------------------------------------------------------------
-
-TOLERANCE = 1e-9  # deviations below this are rounding, not a broken symmetry
 
 
 @dataclass(frozen=True)
