@@ -449,7 +449,7 @@ def test_the_probe_tries_a_course_file_outside_the_python_environment(tmp_path, 
     (course / "week3" / "notes.md").write_text("")
     monkeypatch.chdir(course)
     monkeypatch.setattr(sandbox, "project_root", lambda: None)
-    monkeypatch.setattr(sandbox, "interpreter_folders", lambda: [course / ".venv"])
-    assert sandbox._course_file() == course / "week3" / "notes.md"
+    installed = {course / ".venv"}
+    assert sandbox._course_file(installed) == course / "week3" / "notes.md"
     (course / "week3" / "notes.md").unlink()
-    assert sandbox._course_file() is None  # nothing to try: the probe leaves that check out
+    assert sandbox._course_file(installed) is None  # nothing to try: the probe leaves that check out

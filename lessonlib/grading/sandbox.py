@@ -349,23 +349,21 @@ def read_records(job_dir: Path, result_limit: int) -> list[tuple[dict[str, Any],
 # --- the probe ----------------------------------------------------------------------------------
 
 
-def _first_file(top: Path) -> Path | None:
-    """The first file found under ``top`` outside the Python installation (which the sandbox binds on
-    purpose): what the probe tries to read there."""
-    installed = {str(f) for f in interpreter_folders()}
+def _first_file(top: Path, installed: set[Path]) -> Path | None:
+    """The first file found under ``top`` outside the ``installed`` Python folders (which the sandbox
+    binds on purpose): what the probe tries to read there."""
     for folder, subfolders, files in os.walk(top):
         if files:
             return Path(folder, sorted(files)[0])
-        subfolders[:] = sorted(d for d in subfolders if str(_real(os.path.join(folder, d))) not in installed)
+        subfolders[:] = sorted(d for d in subfolders if _real(os.path.join(folder, d)) not in installed)
     return None
 
 
-def _course_file() -> Path | None:
+def _course_file(installed: set[Path]) -> Path | None:
     """A file of the course for the probe to try: a solution notebook, else any file of the course folder."""
     course = course_folder()
-    for solution in sorted((course / "solutions").glob("*.ipynb")):
-        return solution
-    return _first_file(course)
+    solutions = sorted((course / "solutions").glob("*.ipynb"))
+    return solutions[0] if solutions else _first_file(course, installed)
 
 
 def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: Sequence[Path]) -> dict[str, Any]:
@@ -375,7 +373,8 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
     secret = work / "probe-secret.txt"
     secret.write_text("only the grading process may read this\n")
     readable = {"output_folder": str(secret)}
-    for name, path in (("course_file", _course_file()), ("home_file", _first_file(Path.home()))):
+    installed = set(interpreter_folders())
+    for name, path in (("course_file", _course_file(installed)), ("home_file", _first_file(Path.home(), installed))):
         if path is not None:
             readable[name] = str(path)
     files = [s for s in submissions if s.is_file()]
