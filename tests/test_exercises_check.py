@@ -317,8 +317,10 @@ def test_memory_requirement_counts_only_with_memory_cases():
     assert "builds_full_score_matrix" in dense.diagnosis_names
     assert dense.points == pytest.approx(0.5 * dense.max_points)
     hidden = hidden_cases(name, 1)
-    outcomes = run_cases(tiled_dense, hidden)
-    assert judge(name, hidden, outcomes).status == PASSED  # no memory probe among the hidden cases
+    plain = [c for c in hidden if "memory" not in c.tags]
+    assert len(plain) == len(hidden) - 1  # one hidden memory case: where the grader reads its verdict
+    assert judge(name, plain, run_cases(tiled_dense, plain)).status == PASSED
+    assert judge(name, hidden, run_cases(tiled_dense, hidden)).failed_cases[-1].case == "memory"
     assert check(name, tiled_online, quiet=True).points == 3
 
 

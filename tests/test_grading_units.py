@@ -222,10 +222,10 @@ def test_lessonlib_calls_and_stopped_grader() -> None:
 # --- resuming after the grading process died ----------------------------------------------------------
 
 
-def _marker(job: Path, key: str, solo: bool = False, finished: bool = False) -> None:
+def _marker(job: Path, key: str, solo: bool = False, finished: bool = False, level: str = "limits") -> None:
     results = job / "results"
     results.mkdir(parents=True, exist_ok=True)
-    (results / f"{key}.started").write_text(json.dumps({"solo": solo}))
+    (results / f"{key}.started").write_text(json.dumps({"solo": solo, "level": level}))
     if finished:
         (results / f"{key}.status").write_text("{}")
 
@@ -264,6 +264,16 @@ def test_a_lone_unfinished_exercise_is_blamed_several_are_rerun_alone(tmp_path: 
     _marker(tmp_path / "two", "01_scaling--q1_context", solo=True)  # it stopped the grader again, alone
     _blame(_batch_for(tmp_path), set())
     assert _load_suspects(tmp_path / "two") == {"01_scaling--q1_context": "culprit"}
+
+
+def test_in_the_sandbox_a_dead_grader_is_never_blamed_on_the_learner(tmp_path: Path) -> None:
+    """Learner code in the bubblewrap sandbox cannot reach the grading process: the exercise that
+    was running when it died is run again, not given stopped_grader."""
+    _marker(tmp_path / "one", "02_masking--masked_softmax", solo=True, level="bubblewrap")
+    _marker(tmp_path / "two", "02_masking--causal_mask", level="bubblewrap")
+    _blame(_batch_for(tmp_path), set())
+    assert _load_suspects(tmp_path / "one") == {} and _load_suspects(tmp_path / "two") == {}
+    assert not list(tmp_path.glob("*/results/*.started"))  # nothing left to blame on the next run either
 
 
 # --- gradebook ------------------------------------------------------------------------------------------

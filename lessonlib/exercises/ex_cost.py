@@ -123,6 +123,10 @@ SCORE_MATRIX_BYTES = Exercise(
 MEMORY_QUERIES = 128
 MEMORY_KEYS = (1024, 4096)  # with 128 queries: an (L, S) array dwarfs every fixed overhead
 MEMORY_BLOCK = 128
+# The grader measures the resident memory of the process, which carries a few MB of noise (the
+# allocator, the interpreter): its verdict is read on a hidden case where one (L, S) float16 score
+# matrix is 16 MB, while a tiled answer holds its input copies (3 MB) and a few small blocks.
+HIDDEN_MEMORY_KEYS = 65536
 FULL_MATRIX_BYTES_PER_SCORE = 2  # float16: the smallest score matrix an answer could hold
 
 
@@ -187,24 +191,31 @@ def _memory_verdict(records: Sequence[Record]) -> tuple[bool | None, str, list[s
     reported, not judged: at small sizes fixed overheads hide it.
     """
     probes = sorted((r for r in records if "memory" in r.case.tags), key=lambda r: r.case.args[1].shape[-2])
-    if len(probes) < 2:
+    if not probes:
         return None, "", []
-    small, large = probes[0], probes[-1]
-    ids = [small.case.id, large.case.id]
+    large = probes[-1]
+    if large.outcome.peak_bytes is None:
+        return None, "peak memory was not measured (the call did not return)", [large.case.id]
+    measured = [r for r in probes if r.outcome.peak_bytes is not None]
+    small = measured[0]
     peaks = small.outcome.peak_bytes, large.outcome.peak_bytes
-    if peaks[0] is None or peaks[1] is None:
-        return None, "peak memory was not measured (the calls did not return)", ids
     n_small, n_large = small.case.args[1].shape[-2], large.case.args[1].shape[-2]
     n_queries = large.case.args[0].shape[-2]
     limit = n_queries * n_large * FULL_MATRIX_BYTES_PER_SCORE
-    growth = math.log(max(peaks[1], 1) / max(peaks[0], 1)) / math.log(n_large / n_small)
     holds = peaks[1] >= limit
-    text = (
-        f"Peak traced memory was {peaks[0]:,} bytes with {n_small} keys and {peaks[1]:,} bytes with "
-        f"{n_large} keys (grows like S^{growth:.1f}); one {n_queries} x {n_large} score matrix takes "
-        f"{limit:,} bytes even in float16, and a tiled answer stays well below that."
-    )
-    return holds, text, ids
+    matrix = f"one {n_queries} x {n_large} score matrix ({limit:,} bytes even in float16)"
+    if large.case.id.startswith("hidden"):  # a number measured on a hidden case is not shown
+        text = f"With {n_large} keys (a hidden case) peak memory {'reached' if holds else 'stayed below'} {matrix}"
+        if small is not large:
+            text += f"; with {n_small} keys it was {peaks[0]:,} bytes"
+    elif small is not large:  # the growth is reported, not judged
+        growth = math.log(max(peaks[1], 1) / max(peaks[0], 1)) / math.log(n_large / n_small)
+        text = (f"Peak memory was {peaks[0]:,} bytes with {n_small} keys and {peaks[1]:,} bytes with "
+                f"{n_large} keys (grows like S^{growth:.1f}); it takes {matrix}")
+    else:
+        text = f"Peak memory was {peaks[1]:,} bytes with {n_large} keys; it takes {matrix}"
+    text += "; a tiled answer stays well below that."
+    return holds, text, [r.case.id for r in (small, large)] if small is not large else [large.case.id]
 
 
 def _memory_requirement(records: Sequence[Record]) -> FailedCase | None:
@@ -273,6 +284,8 @@ def tiled_hidden(rng: np.random.Generator) -> list[Case]:
                       frozenset({"rising"})))
     large = large_score_inputs(rng, n_keys=int(rng.integers(3, 7)))
     cases.append(Case("", "large scores (about 800)", large + (2,), frozenset({"large-scores"})))
+    cases.append(Case("", f"{MEMORY_QUERIES} queries, {HIDDEN_MEMORY_KEYS} keys, block {MEMORY_BLOCK}, peak memory "
+                      "measured", _memory_inputs(HIDDEN_MEMORY_KEYS), frozenset({"memory"}), trace_memory=True))
     return cases
 
 

@@ -427,10 +427,11 @@ def leaks_future_public() -> list[Case]:
 
 
 def leaks_future_hidden(rng: np.random.Generator) -> list[Case]:
+    """One layer of each kind, in an order drawn from the seed: where a case stands says nothing."""
     masks = ["causal", "causal-rounding", "none", "inverted", "next", "last", "early"]
     return [
         _layer_case(mask, int(rng.integers(1000, 10**6)), int(rng.integers(3, 9)), int(rng.choice([2, 4, 6, 8])))
-        for mask in masks
+        for mask in map(str, rng.permutation(masks))
     ]
 
 
@@ -508,12 +509,13 @@ def mask_polarity_public() -> list[Case]:
 
 
 def mask_polarity_hidden(rng: np.random.Generator) -> list[Case]:
+    """Three functions of each polarity, in an order drawn from the seed."""
     cases = []
     for polarity in ("attend", "blocked"):
         for scale in (1.0, 60.0, float(rng.uniform(30.0, 80.0))):
             cases.append(_attention_case(polarity, scale, str(rng.choice(["float16", "float32", "float64"])),
                                          str(rng.choice(["nan", "zeros", "uniform"]))))
-    return cases
+    return [cases[i] for i in rng.permutation(len(cases))]
 
 
 def _sharp_only(records: Sequence[Record]) -> list[str]:

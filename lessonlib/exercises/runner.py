@@ -210,13 +210,18 @@ def run_case(
 # description, with weights drawn from its seed (same description, same function).
 
 PROBE_PREFIX = "probe:"
+# In the grader a probe crosses to the learner's process as a handle only, "probe-handle:KIND:TOKEN":
+# the function it stands for runs in another process (the worker's keeper), which is asked through
+# ``REMOTE_CALL`` (set by the worker). Nothing in the learner's process tells which layer it is.
+HANDLE_PREFIX = "probe-handle:"
+REMOTE_CALL: Any = None  # (handle, arrays) -> ndarray, installed by the grading worker
 LAYER_MASKS = ("none", "causal", "causal-rounding", "inverted", "next", "last", "early")
 LAYER_POSITIONS = ("none", "sinusoidal", "learned", "rope", "rowwise")
 EMPTY_ROW_POLICIES = ("nan", "zeros", "uniform")
 
 
 def is_probe(arg: object) -> bool:
-    return isinstance(arg, str) and arg.startswith(PROBE_PREFIX)
+    return isinstance(arg, str) and arg.startswith((PROBE_PREFIX, HANDLE_PREFIX))
 
 
 def probe(kind: str, **fields: Any) -> str:
@@ -231,13 +236,33 @@ def probe_fields(description: str) -> dict[str, Any]:
     return json.loads(description[len(PROBE_PREFIX):])
 
 
+def probe_handle(kind: str, token: str) -> str:
+    """What the learner's process gets in place of a probe description in the grader."""
+    return f"{HANDLE_PREFIX}{kind}:{token}"
+
+
 def build_probe(description: str) -> Any:
-    """The function a probe description stands for: a plain function, so that an answer has to
-    test it from the outside rather than read its mask or polarity off an attribute."""
+    """The function a probe description (or, in the grader, a handle) stands for.
+
+    A plain function of the probe's signature, so that an answer has to test it from the outside.
+    From a description the layer runs in this process (a learner's own check: readable, and worth
+    no points); from a handle every call goes to ``REMOTE_CALL``, so the mask or polarity is in no
+    attribute, closure or frame of this process.
+    """
+    if description.startswith(HANDLE_PREFIX):
+        kind = description[len(HANDLE_PREFIX):].split(":", 1)[0]
+        return _probe_function(kind, _remote(description))
     fields = probe_fields(description)
     kind = fields.pop("kind")
     if kind == "layer":
-        impl = ProbeLayer(**fields)
+        return _probe_function(kind, ProbeLayer(**fields))
+    if kind == "attention":
+        return _probe_function(kind, ProbeAttention(**fields))
+    raise ValueError(f"unknown probe kind {kind!r}")
+
+
+def _probe_function(kind: str, impl: Any) -> Any:
+    if kind == "layer":
 
         def layer(x: np.ndarray) -> np.ndarray:
             """(length, d_model) -> (length, d_model)."""
@@ -245,14 +270,52 @@ def build_probe(description: str) -> Any:
 
         return layer
     if kind == "attention":
-        attend = ProbeAttention(**fields)
 
         def attention_fn(query: Any, key: Any, value: Any, mask: Any) -> np.ndarray:
             """query (L, d), key (S, d), value (S, d_v), boolean mask (L, S) -> output (L, d_v)."""
-            return attend(query, key, value, mask)
+            return impl(query, key, value, mask)
 
         return attention_fn
     raise ValueError(f"unknown probe kind {kind!r}")
+
+
+def _remote(handle: str) -> Any:
+    """A callable that sends its arguments, as arrays, to the process holding the probe."""
+
+    def call(*args: Any) -> np.ndarray:
+        arrays = []
+        for a in args:
+            arr = np.asarray(a)
+            if arr.dtype == object:
+                raise TypeError("the probe takes arrays of numbers or booleans, got an object array")
+            arrays.append(arr)
+        if REMOTE_CALL is None:
+            raise RuntimeError("this probe can only be called while grading")
+        return REMOTE_CALL(handle, arrays)
+
+    return call
+
+
+def call_probe(description: str, arrays: list[np.ndarray]) -> np.ndarray:
+    """Run the probe ``description`` on ``arrays`` (the keeper's side of a remote call), refusing
+    inputs far larger than any exercise needs, so that one call stays cheap."""
+    for a in arrays:
+        if a.size > MAX_PROBE_ELEMENTS:
+            raise ValueError(f"the probe takes inputs of at most {MAX_PROBE_ELEMENTS:,} numbers while grading, "
+                             f"got an array of shape {a.shape}")
+    kind = probe_fields(description)["kind"]
+    if kind == "layer" and arrays and arrays[0].ndim >= 1 and arrays[0].shape[0] > MAX_PROBE_LENGTH:
+        raise ValueError(f"the layer takes at most {MAX_PROBE_LENGTH} positions while grading")
+    if kind == "attention" and len(arrays) == 4 and min(arrays[0].ndim, arrays[1].ndim) >= 2 \
+            and math.prod(arrays[0].shape[:-1]) * arrays[1].shape[-2] > MAX_PROBE_ELEMENTS * 16:
+        raise ValueError(f"the attention function takes at most {MAX_PROBE_ELEMENTS * 16:,} scores while grading")
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return np.asarray(build_probe(description)(*arrays))
+
+
+MAX_PROBE_ELEMENTS = 1 << 16  # numbers in one input of a probe call while grading
+MAX_PROBE_LENGTH = 512  # positions of a layer probe's input while grading
 
 
 def _softmax_rows(scores: np.ndarray) -> np.ndarray:

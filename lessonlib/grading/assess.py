@@ -9,7 +9,7 @@ never counted as passed. The check itself is :func:`lessonlib.exercises.judge`, 
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class TaskResult:
     done: bool = False
     broken: str | None = None  # the frames did not follow the format
     setup_error: str | None = None  # the worker could not prepare the process (not the learner's doing)
+    hidden: TaskResult | None = None  # the child that ran the hidden cases: read for statuses, never quoted
 
 
 def _text(x: Any, limit: int = 2000) -> str:
@@ -51,31 +52,44 @@ def _text(x: Any, limit: int = 2000) -> str:
 
 
 def read_task(results: Path, key: str, limits: Limits) -> TaskResult:
-    """Read one exercise's ``KEY.status`` and ``KEY.frames`` without trusting anything in them."""
+    """Read one exercise's ``KEY.status``, ``KEY.frames`` and ``KEY.hidden`` without trusting
+    anything in them."""
     task = TaskResult()
     status = results / f"{key}.status"
     if not status.exists():
         return task
     try:
         fate = wire.load_json(status.read_bytes())
-        task.fate = fate if isinstance(fate, dict) else {}
-        stream = results / f"{key}.frames"
+    except (OSError, wire.WireError) as exc:
+        task.fate, task.broken = {}, str(exc)
+        return task
+    fate = fate if isinstance(fate, dict) else {}
+    hidden_fate = fate.pop("hidden", None)
+    _read_stream(task, fate, results / f"{key}.frames", limits)
+    if isinstance(hidden_fate, dict):
+        task.hidden = TaskResult()
+        _read_stream(task.hidden, hidden_fate, results / f"{key}.hidden", limits)
+    return task
+
+
+def _read_stream(task: TaskResult, fate: dict[str, Any], stream: Path, limits: Limits) -> None:
+    """Fill ``task`` from one child's fate and stored frames."""
+    task.fate = fate
+    try:
         if stream.stat().st_size > limits.result_mb * 2**20 + 2**16:
             raise wire.WireError(f"{stream.name} is larger than the result limit")
         frames, cut = wire.parse_frames(stream.read_bytes(), array_limit=limits.array_mb * 2**20)
         if cut:
             task.fate["truncated"] = True
     except (OSError, wire.WireError) as exc:
-        task.fate = task.fate or {}
         task.broken = str(exc)
-        return task
+        return
     try:
         _walk_frames(task, frames)
     except (wire.WireError, KeyError, TypeError, ValueError) as exc:
         task.broken = _text(exc)
     if task.fate.get("truncated"):
         task.broken = task.broken or "the result stream was cut off"
-    return task
 
 
 def _walk_frames(task: TaskResult, frames: list[Any]) -> None:
@@ -125,14 +139,23 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _fate(task: TaskResult, limits: Limits) -> tuple[str, str] | None:
-    """(status, what happened) when the process did not end normally, else None."""
+def _fate(task: TaskResult, limits: Limits, *, hidden: bool = False) -> tuple[str, str] | None:
+    """(status, what happened) when the process did not end normally, else None.
+
+    ``hidden``: the process ran hidden cases, so the words say nothing learner code chose (no
+    exit status, no signal, no error text): only which limit or kind of ending it was.
+    """
     fate = task.fate or {}
+    if hidden:
+        ended = _fate(task, limits)
+        return None if ended is None else (ended[0], _HIDDEN_ENDINGS.get(ended[0], "it ended before it finished"))
     if fate.get("timed_out") == "cpu":
         return r.TIMEOUT, f"it used more than {limits.cpu_seconds:g} s of CPU time (an endless loop, or far too slow)"
     if fate.get("timed_out") == "wall":
         return r.TIMEOUT, (f"it was still running after {limits.wall_seconds:g} s (waiting or looping; the "
                            f"allowance is {limits.cpu_seconds:g} s of CPU time)")
+    if fate.get("over_limit") and fate.get("job_limit"):
+        return r.TOO_LARGE, f"the answers together sent back more than {limits.job_result_mb} MB"
     if fate.get("over_limit"):
         return r.TOO_LARGE, f"it sent back more than {limits.result_mb} MB"
     if task.done and not task.broken:
@@ -149,8 +172,24 @@ def _fate(task: TaskResult, limits: Limits) -> tuple[str, str] | None:
                       "os._exit() or a crash")
 
 
-def _status_from_error(error: str, limits: Limits) -> tuple[str, str] | None:
-    """A status for an exception that says more than "failed" (the program itself hit a limit)."""
+_HIDDEN_ENDINGS = {
+    r.TIMEOUT: "the hidden cases ran out of time",
+    r.TOO_LARGE: "the hidden cases sent back more than the grader accepts",
+    r.CRASHED: "the process running the hidden cases was stopped or crashed",
+    r.EXITED: "the process running the hidden cases ended before it finished",
+    r.MEMORY: "the hidden cases ran out of memory",
+    r.PROCESS_LIMIT: "the hidden cases tried to start more processes than allowed",
+}
+
+
+def _status_from_error(error: str, limits: Limits, *, hidden: bool = False) -> tuple[str, str] | None:
+    """A status for an exception that says more than "failed" (the program itself hit a limit).
+
+    ``hidden``: the error came from a hidden case: the status only, none of the error's text.
+    """
+    if hidden:
+        found = _status_from_error(error, limits)
+        return None if found is None else (found[0], _HIDDEN_ENDINGS.get(found[0], ""))
     if error.startswith("LessonlibUnavailable"):
         return r.USES_LESSONLIB, ""
     if error.startswith("SystemExit"):
@@ -188,7 +227,9 @@ def _first_sentence(text: str) -> str:
 def _from_check(plan: ExercisePlan, result: CheckResult, hidden: set[str], notes: list[str]) -> r.ExerciseGrade:
     failed = [
         {"case": f.case, "description": f.description, "reason": f.reason, "expected": f.expected,
-         "got": f.got, "detail": f.detail, "hidden": f.case in hidden}
+         "got": f.got, "detail": f.detail, "hidden": False} if f.case not in hidden else
+        {"case": f.case, "description": f.description, "reason": f.reason, "expected": "", "got": "",
+         "detail": "", "hidden": True}  # what learner code produced on a hidden case is never kept
         for f in result.failed_cases
     ]
     diagnoses = [
@@ -205,7 +246,7 @@ def _from_check(plan: ExercisePlan, result: CheckResult, hidden: set[str], notes
     elif result.status == FAILED:
         first = result.failed_cases[0] if result.failed_cases else None
         diagnosis = "no known misconception"
-        if first is not None and first.reason == "raised":
+        if first is not None and first.reason == "raised" and first.case not in hidden:
             diagnosis += f"; {first.case} {first.got}"
         elif first is not None:
             diagnosis += f"; first failure: {first.reason.replace('_', ' ')} on {first.case}"
@@ -266,26 +307,22 @@ def assess(exercise: Exercise, plan: ExercisePlan, cases: list[Case], task: Task
                       f"The answer cell raised {raised} when run, so `{name}` was never defined.", notes=notes)
     if raised is not None:
         notes.append(f"The answer cell raised {raised} after defining `{name}`; `{name}` was graded as defined.")
-    missing = f"GraderStopped: no result ({ended[1]})" if ended else "GraderStopped: no result came back"
-    outcomes = [task.outcomes.get(c.id) or Outcome(RAISED, error=missing) for c in cases]
+    hidden_ids = {c.id for c in cases if c.id.startswith("hidden")}
+    outcomes = _outcomes(task, cases, hidden_ids, limits)
     result = judge(exercise, cases, outcomes)
-    grade = _from_check(plan, result, {c.id for c in cases if c.id.startswith("hidden")}, notes)
+    grade = _from_check(plan, result, hidden_ids, notes)
+    used_lessonlib = bool(task.lessonlib) or bool(task.hidden and task.hidden.lessonlib)
     if result.status == PASSED:
-        if task.lessonlib:
+        if used_lessonlib:
             grade.notes.append("The answer tried lessonlib's own functions but did the work itself.")
         return grade
-    finished = sum(c.id in task.outcomes for c in cases)
-    override = None  # the first thing that went wrong, in case order; then how the process ended
-    for case in cases:
-        outcome = task.outcomes.get(case.id)
-        if outcome is not None and outcome.status == RAISED:
-            override = _status_from_error(outcome.error or "", limits)
-            if override:
-                break
-    if override is not None and ended is not None:
-        override = (override[0], f"{override[1]}; then {ended[1]}")
-    override = override or ended
-    if task.lessonlib and (override is None or override[0] == r.USES_LESSONLIB):
+    finished = sum(c.id in _received(task, c.id in hidden_ids) for c in cases)
+    override = _first_limit(task, cases, hidden_ids, limits)
+    hidden_ended = _fate(task.hidden, limits, hidden=True) if task.hidden else None
+    if override is not None and (ended or hidden_ended) is not None:
+        override = (override[0], f"{override[1]}; then {(ended or hidden_ended)[1]}")
+    override = override or ended or hidden_ended
+    if used_lessonlib and (override is None or override[0] == r.USES_LESSONLIB):
         grade.status, grade.reason = r.USES_LESSONLIB, _lessonlib_reason(task.lessonlib)
         grade.diagnosis = _first_sentence(grade.reason)
     elif override is not None:
@@ -295,6 +332,63 @@ def assess(exercise: Exercise, plan: ExercisePlan, cases: list[Case], task: Task
         grade.reason = f"Stopped: {override[1]}.{partial}"
         grade.diagnosis = _first_sentence(grade.reason)
     return grade
+
+
+def _received(task: TaskResult, hidden: bool) -> dict[str, Outcome]:
+    """The outcomes one child sent: the public child's, or the hidden child's (none if it never ran)."""
+    if not hidden:
+        return task.outcomes
+    return task.hidden.outcomes if task.hidden is not None else {}
+
+
+def _outcomes(task: TaskResult, cases: list[Case], hidden_ids: set[str], limits: Limits) -> list[Outcome]:
+    """Each case's outcome, from the child that ran it (a child cannot answer for the other's
+    cases), with peak memory as the worker measured it from outside (never as learner code said)."""
+    outcomes = []
+    for case in cases:
+        hidden = case.id in hidden_ids
+        child = task.hidden if hidden else task
+        got = _received(task, hidden).get(case.id)
+        if got is None:
+            ended = _fate(child, limits, hidden=hidden) if child is not None else None
+            got = Outcome(RAISED, error=f"GraderStopped: no result ({ended[1]})" if ended else
+                          "GraderStopped: no result came back")
+        outcomes.append(replace(got, peak_bytes=None))
+    for child, hidden in ((task, False), (task.hidden, True)):
+        measured = [i for i, c in enumerate(cases) if (c.id in hidden_ids) == hidden and c.trace_memory]
+        if child is not None and measured:
+            largest = max(measured, key=lambda i: _input_bytes(cases[i]))
+            outcomes[largest] = replace(outcomes[largest], peak_bytes=_peak_bytes(child.fate or {}))
+    return outcomes
+
+
+def _input_bytes(case: Case) -> int:
+    return sum(a.nbytes for a in case.args if hasattr(a, "nbytes"))
+
+
+MAX_PEAK_KB = 2**40  # a kernel count never comes near this; anything beyond is not believed
+
+
+def _peak_bytes(fate: dict[str, Any]) -> int | None:
+    """Peak resident memory of the child (and anything it forked) above what it held at birth, as
+    the zygote read it from the kernel after the child ended (bytes; None when not measured)."""
+    peak, base = fate.get("peak_rss_kb"), fate.get("base_rss_kb")
+    if not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_PEAK_KB for x in (peak, base)):
+        return None
+    return max(peak - base, 0) * 1024
+
+
+def _first_limit(task: TaskResult, cases: list[Case], hidden_ids: set[str],
+                 limits: Limits) -> tuple[str, str] | None:
+    """The first limit an answer hit, in case order, from its errors (words only for public cases)."""
+    for case in cases:
+        hidden = case.id in hidden_ids
+        outcome = _received(task, hidden).get(case.id)
+        if outcome is not None and outcome.status == RAISED:
+            found = _status_from_error(outcome.error or "", limits, hidden=hidden)
+            if found:
+                return found
+    return None
 
 
 def manual_grade(answer: ManualAnswer) -> r.ExerciseGrade:

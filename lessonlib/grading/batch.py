@@ -11,10 +11,12 @@ Output folder layout::
 
 Resuming: a learner whose result is saved (for the same files and seed) is not graded again.
 Before each exercise runs, the worker sends a ``started`` record; a marker without a result,
-found when the command is run again, means the grading process died while that exercise ran. If
-it was the only exercise running (or it ran alone), it is blamed: status ``stopped_grader``,
-not run again. If several were running, each is first run again alone, to find the culprit.
-An interruption with Ctrl-C removes the markers of what was running, so nobody is blamed.
+found when the command is run again, means the grading process died while that exercise ran. In
+the bubblewrap sandbox learner code cannot reach the grading process, so such an exercise is
+simply run again. At level ``limits`` it can: if it was the only exercise running (or it ran
+alone), it is blamed: status ``stopped_grader``, not run again. If several were running, each is
+first run again alone, to find the culprit. An interruption with Ctrl-C removes the markers of
+what was running, so nobody is blamed.
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lessonlib.exercises import EXERCISES, Case
+from lessonlib.exercises import EXERCISES, Case, runner
 from lessonlib.grading import records as r
 from lessonlib.grading import sandbox, wire
 from lessonlib.grading.assess import assess, manual_grade, read_task
 from lessonlib.grading.files import atomic_write_json, read_json
 from lessonlib.grading.lms import Unattributed, find_learners
 from lessonlib.grading.submissions import (
+    MAX_NOTEBOOK_BYTES,
     CourseNotebook,
     ExercisePlan,
     Learner,
@@ -48,7 +51,7 @@ from lessonlib.grading.submissions import (
     read_notebook,
 )
 
-FORMAT = 1  # bump when a saved result would no longer be valid
+FORMAT = 2  # bump when a saved result would no longer be valid
 
 
 class GradingError(RuntimeError):
@@ -131,12 +134,26 @@ def _resolve_seed(state: Path, requested: int | None) -> int:
 
 
 def _fingerprint(learner: Learner, courses: Sequence[CourseNotebook], seed_digest: str) -> str:
+    """What the saved result was graded from: the format, the seed and each notebook's bytes.
+
+    A file larger than a notebook may be is fingerprinted by its size and time, never read (it is
+    refused when planned); the others are hashed in chunks, so memory stays small whatever the size.
+    """
     h = hashlib.sha256(f"{FORMAT}:{seed_digest}".encode())
     for course in courses:
         path = learner.files.get(course.name)
         h.update(course.name.encode())
+        if path is None:
+            h.update(b"<missing>")
+            continue
         try:
-            h.update(path.read_bytes() if path else b"<missing>")
+            with open(path, "rb") as f:
+                info = os.fstat(f.fileno())
+                if info.st_size > MAX_NOTEBOOK_BYTES:
+                    h.update(f"<too large: {info.st_size} {info.st_mtime_ns}>".encode())
+                    continue
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
         except OSError:
             h.update(b"<unreadable>")
     return h.hexdigest()
@@ -164,14 +181,22 @@ def _load_suspects(job_dir: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def _in_flight(job_dir: Path) -> list[tuple[str, bool]]:
-    """Tasks of a job that started and never finished: (task key, whether it ran alone)."""
+def _in_flight(job_dir: Path, *, blamable_only: bool = False) -> list[tuple[str, bool]]:
+    """Tasks of a job that started and never finished: (task key, whether it ran alone).
+
+    ``blamable_only``: only those that ran at level ``limits``. In the bubblewrap sandbox learner
+    code cannot reach the grading process, so its death is never the learner's doing; such a task
+    is simply run again.
+    """
     found = []
     results = job_dir / "results"
     if results.is_dir():
         for marker in sorted(results.glob("*.started")):
             started = read_json(marker)
             if isinstance(started, dict) and not marker.with_suffix(".status").exists():
+                if blamable_only and started.get("level") != "limits":
+                    marker.unlink(missing_ok=True)
+                    continue
                 found.append((marker.stem, bool(started.get("solo"))))
     return found
 
@@ -186,7 +211,7 @@ def _blame(batch: _Batch, finished: set[str]) -> None:
             shutil.rmtree(job_dir, ignore_errors=True)
             continue
         unpack_records(job_dir, batch.limits)  # what the worker sent before the grading process died
-        flights += [(job_dir, key, solo) for key, solo in _in_flight(job_dir)]
+        flights += [(job_dir, key, solo) for key, solo in _in_flight(job_dir, blamable_only=True)]
     for job_dir, key, solo in flights:
         suspects = _load_suspects(job_dir)
         verdict = "culprit" if solo or len(flights) == 1 else "solo"
@@ -209,8 +234,10 @@ def _task_key(plan: ExercisePlan) -> str:
     return f"{plan.notebook.removesuffix('.ipynb')}--{plan.exercise}"
 
 
-def _prepare_job(batch: _Batch, plans: list[ExercisePlan], job_dir: Path, solo: bool) -> tuple[dict[str, Any],
-                                                                                             list[bytes]]:
+def _prepare_job(batch: _Batch, plans: list[ExercisePlan], job_dir: Path,
+                 solo: bool) -> tuple[dict[str, Any], list[bytes], dict[str, Any], list[bytes]]:
+    """The job (public cases; probes as handles) and its secret part (probes, hidden cases) for
+    the worker's stdin: the secret part is read by the worker's keeper alone."""
     for name in ("results", sandbox.JOB_FILE, sandbox.OUT_FILE, "scratch", "fatal.json"):
         target = job_dir / name
         if target.is_dir():
@@ -227,29 +254,54 @@ def _prepare_job(batch: _Batch, plans: list[ExercisePlan], job_dir: Path, solo: 
         "limits": batch.limits.for_job(sandbox.nproc_base(level, batch.settings.workers)),
     }
     arrays: list[bytes] = []
-    encoded: dict[str, list[dict[str, Any]]] = {}
+    secret_arrays: list[bytes] = []
+    probes: dict[str, str] = {}
+    public: dict[str, list[dict[str, Any]]] = {}
+    hidden: dict[str, list[dict[str, Any]]] = {}
     for plan in plans:
-        if plan.exercise not in encoded:  # the same cases for every task of an exercise
-            encoded[plan.exercise] = [
-                {"id": c.id, "call": c.call, "trace_memory": c.trace_memory, "args": wire.encode_args(c.args, arrays)}
-                for c in batch.cases[plan.exercise]
-            ]
+        if plan.exercise not in public:  # the same cases for every task of an exercise
+            cases = batch.cases[plan.exercise]
+            public[plan.exercise] = _encode_cases([c for c in cases if not _is_hidden(c)], arrays, probes)
+            hidden[plan.exercise] = _encode_cases([c for c in cases if _is_hidden(c)], secret_arrays, probes)
         job["tasks"].append({
             "key": _task_key(plan), "exercise": plan.exercise,
             "program": [{"label": s.label, "filename": s.filename, "source": s.source} for s in plan.program],
-            "cases": encoded[plan.exercise],
+            "cases": public[plan.exercise], "hidden": bool(hidden[plan.exercise]),
+            "hidden_memory": any(c["trace_memory"] for c in hidden[plan.exercise]),
         })
-    return job, arrays
+    secret = sandbox.secret_part(job["limits"], probes, hidden, len(secret_arrays))
+    return job, arrays, secret, secret_arrays
+
+
+def _is_hidden(case: Case) -> bool:
+    return case.id.startswith("hidden-")
+
+
+def _encode_cases(cases: list[Case], arrays: list[bytes], probes: dict[str, str]) -> list[dict[str, Any]]:
+    """Cases as the worker gets them; a probe becomes a handle, its description goes to ``probes``."""
+    encoded = []
+    for c in cases:
+        args = []
+        for a in c.args:
+            if runner.is_probe(a):
+                handle = runner.probe_handle(runner.probe_fields(a)["kind"], secrets.token_hex(12))
+                probes[handle] = a
+                a = handle
+            args.append(a)
+        encoded.append({"id": c.id, "call": c.call, "trace_memory": c.trace_memory,
+                        "args": wire.encode_args(tuple(args), arrays)})
+    return encoded
 
 
 def unpack_records(job_dir: Path, limits: sandbox.Limits) -> str | None:
-    """Turn the worker's records (worker.out) into results/KEY.started|.frames|.status files.
+    """Turn the worker's records (worker.out) into results/KEY.started, KEY.frames (the public
+    child's frames), KEY.hidden (the hidden child's) and KEY.status (how each child ended).
 
     Returns the worker's fatal error, if it sent one. Safe to call again (the files are rewritten).
     """
     results = job_dir / "results"
     fatal = None
-    for header, payload in sandbox.read_records(job_dir, limits.result_mb * 2**20):
+    for header, payload in sandbox.read_records(job_dir, limits.job_result_mb * 2**20):
         kind, key = header.get("kind"), str(header.get("key", ""))
         if kind == "fatal":
             fatal = str(header.get("error"))[:500]
@@ -258,11 +310,17 @@ def unpack_records(job_dir: Path, limits: sandbox.Limits) -> str | None:
             continue
         results.mkdir(mode=0o700, exist_ok=True)
         if kind == "started":
-            atomic_write_json(results / f"{key}.started", {"solo": bool(header.get("solo"))}, mode=0o600)
-        else:
-            fate = header.get("fate") if isinstance(header.get("fate"), dict) else {}
-            (results / f"{key}.frames").write_bytes(payload)
-            atomic_write_json(results / f"{key}.status", fate, mode=0o600)
+            marker = {"solo": bool(header.get("solo")), "level": str(header.get("level"))[:20]}
+            atomic_write_json(results / f"{key}.started", marker, mode=0o600)
+            continue
+        fate = header.get("fate") if isinstance(header.get("fate"), dict) else {}
+        hidden_fate = header.get("hidden_fate") if isinstance(header.get("hidden_fate"), dict) else None
+        split = header.get("split")
+        split = split if isinstance(split, int) and 0 <= split <= len(payload) else len(payload)
+        (results / f"{key}.frames").write_bytes(payload[:split])
+        if hidden_fate is not None:
+            (results / f"{key}.hidden").write_bytes(payload[split:])
+        atomic_write_json(results / f"{key}.status", {**fate, "hidden": hidden_fate}, mode=0o600)
     return fatal
 
 
@@ -302,10 +360,11 @@ def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_d
     job: dict[str, Any] | None = None
     while remaining:
         if job is None:
-            job, arrays = _prepare_job(batch, remaining, job_dir, solo)
+            job, arrays, secret, secret_arrays = _prepare_job(batch, remaining, job_dir, solo)
         else:  # a relaunch after the worker died: only what is left, in a fresh sandbox
             job["tasks"] = [t for t in job["tasks"] if t["key"] in {_task_key(p) for p in remaining}]
-        sandbox.write_job(job_dir, job, arrays)  # it holds every case's inputs: 0600, not for learner code
+        # it holds every case's inputs: 0600, not for learner code
+        sandbox.write_job(job_dir, job, arrays, secrets=secret, secret_arrays=secret_arrays)
         code = _run_worker(batch, learner, job_dir, len(remaining))
         fatal = unpack_records(job_dir, batch.limits)
         if code == 3 and fatal:

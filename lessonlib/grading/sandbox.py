@@ -27,7 +27,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,7 @@ class Limits:
     scratch_mb: int = 64
     result_mb: int = 32
     array_mb: int = 8
+    job_result_mb: int = 64  # everything one learner's answers send back, all exercises together
 
     @property
     def wall_seconds(self) -> float:
@@ -91,6 +92,7 @@ class Limits:
             "memory_bytes": self.memory_mb * mb, "processes": self.processes, "nproc_base": nproc_base,
             "file_bytes": self.file_mb * mb, "scratch_bytes": self.scratch_mb * mb,
             "result_bytes": self.result_mb * mb, "array_bytes": self.array_mb * mb,
+            "job_result_bytes": self.job_result_mb * mb,
         }
 
 
@@ -273,21 +275,38 @@ def launch(level: str, limits: Limits, job_dir: Path, *, protected: Sequence[Pat
     return Launch([sys.executable, "-I", "-B", str(WORKER), *flags, str(RUNNER), str(WIRE)], scratch)
 
 
+PER_WORKER = 3  # processes of one worker before learner code starts one: the zygote, the keeper, the child
+
+
 def nproc_base(level: str, workers: int) -> int:
     """Processes the limit counts before learner code starts one: RLIMIT_NPROC counts per user.
 
     In an ordinary user's sandbox (a new user namespace) only the sandbox's own processes count
-    (the worker and the child); as root, learner code is the real nobody, counted system-wide.
+    (the zygote, the keeper and the child); as root, learner code is the real nobody, counted
+    system-wide.
     """
     if level == "bubblewrap":
-        return 2 if os.geteuid() != 0 else count_processes(nobody()[0]) + 2 * workers
-    return count_processes(os.getuid()) + 2 * workers
+        return PER_WORKER if os.geteuid() != 0 else count_processes(nobody()[0]) + PER_WORKER * workers
+    return count_processes(os.getuid()) + PER_WORKER * workers
 
 
-def write_job(job_dir: Path, job: dict[str, Any], arrays: Sequence[bytes] = ()) -> None:
-    """The worker's stdin: the job as one JSON frame, then the inputs' ``.npy`` frames."""
+def secret_part(limits: dict[str, Any], probes: dict[str, str] | None = None,
+                hidden: dict[str, list[dict[str, Any]]] | None = None, arrays: int = 0) -> dict[str, Any]:
+    """The head of the job that only the worker's keeper reads: the probes' descriptions by handle,
+    each exercise's hidden cases (their arrays follow as ``arrays`` ``.npy`` frames), and the limits
+    the keeper needs."""
+    return {"probes": probes or {}, "hidden": hidden or {}, "arrays": arrays,
+            "array_bytes": limits["array_bytes"], "memory_bytes": limits["memory_bytes"]}
+
+
+def write_job(job_dir: Path, job: dict[str, Any], arrays: Sequence[bytes] = (), *,
+              secrets: dict[str, Any] | None = None, secret_arrays: Sequence[bytes] = ()) -> None:
+    """The worker's stdin: the secret part (a JSON frame and its arrays, read by the keeper alone),
+    then the job as one JSON frame, then the public inputs' ``.npy`` frames."""
     path = job_dir / JOB_FILE
     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        f.write(wire.json_frame(secrets or secret_part(job["limits"])))
+        f.write(b"".join(secret_arrays))
         f.write(wire.json_frame(job))
         f.write(b"".join(arrays))
 
@@ -317,33 +336,39 @@ def stop_worker(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def read_records(job_dir: Path, result_limit: int) -> list[tuple[dict[str, Any], bytes]]:
-    """The worker's records from ``worker.out``: (header, payload) pairs, a cut-off tail ignored.
+def read_records(job_dir: Path, result_limit: int) -> Iterator[tuple[dict[str, Any], bytes]]:
+    """The worker's records from ``worker.out``, one at a time: (header, payload) pairs, a cut-off
+    tail ignored. Memory holds one record at most: sizes are checked before anything is read.
 
     A record is a JSON frame with ``kind`` (started, result, probe, fatal) and ``size``, followed
     by ``size`` raw bytes (a task's frames, at most ``result_limit``).
     """
     try:
-        data = (job_dir / OUT_FILE).read_bytes()
+        f = open(job_dir / OUT_FILE, "rb")
     except OSError:
-        return []
-    records = []
-    at = 0
-    while at < len(data):
-        frames, _ = wire.split_frames(data[at:at + wire.HEADER_SIZE + wire.MAX_JSON_FRAME], limit=1)
-        if not frames or frames[0][0] != "json":
-            break
-        try:
-            header = wire.load_json(frames[0][1])
-        except wire.WireError:
-            break
-        at += wire.HEADER_SIZE + len(frames[0][1])
-        size = header.get("size", 0) if isinstance(header, dict) else -1
-        if not isinstance(size, int) or size < 0 or size > result_limit + 2**16 or at + size > len(data):
-            break
-        records.append((header, data[at:at + size]))
-        at += size
-    return records
+        return
+    with f:
+        total = os.fstat(f.fileno()).st_size
+        at = 0
+        while total - at >= wire.HEADER_SIZE:
+            try:
+                kind, length = wire.unpack_header(f.read(wire.HEADER_SIZE))
+            except wire.WireError:
+                return
+            if kind != "json" or length > wire.MAX_JSON_FRAME or at + wire.HEADER_SIZE + length > total:
+                return
+            try:
+                header = wire.load_json(f.read(length))
+            except wire.WireError:
+                return
+            at += wire.HEADER_SIZE + length
+            size = header.get("size", 0) if isinstance(header, dict) else -1
+            if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= result_limit + 2**16 \
+                    or at + size > total:
+                return
+            payload = f.read(size)
+            at += size
+            yield header, payload
 
 
 # --- the probe ----------------------------------------------------------------------------------
@@ -396,7 +421,7 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
             process.wait(timeout=120)
         except subprocess.TimeoutExpired:
             stop_worker(process)
-        records = read_records(job_dir, limits.result_mb * 2**20)
+        records = list(read_records(job_dir, limits.result_mb * 2**20))
         fatal = [h for h, _ in records if h.get("kind") == "fatal"]
         if fatal:
             return {"error": str(fatal[0].get("error"))[:500]}

@@ -61,6 +61,16 @@ def record(header: dict[str, Any], payload: bytes = b"") -> bytes:
     return json_frame({**header, "size": len(payload)}) + payload
 
 
+def unpack_header(header: bytes) -> tuple[str, int]:
+    """("json" or "npy", payload length) of a frame's header; ValueError for anything else."""
+    if len(header) != _HEADER.size:
+        raise WireError("a frame header cut short")
+    kind, length = _HEADER.unpack(header)
+    if kind not in (JSON_FRAME, NPY_FRAME):
+        raise WireError("a frame of unknown kind")
+    return ("json" if kind == JSON_FRAME else "npy"), length
+
+
 def split_frames(data: bytes, limit: int | None = None) -> tuple[list[tuple[str, bytes]], bool]:
     """Cut a stream into (kind, payload) frames (at most ``limit``); the flag is True when the
     stream ends mid-frame."""

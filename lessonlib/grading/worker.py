@@ -250,27 +250,40 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _limit_child(limits: dict[str, Any]) -> None:
+def _limit_child(limits: dict[str, Any], *, extra_processes: int | None = None) -> None:
+    """rlimits of a child. ``extra_processes`` (default: the --processes limit) is 0 for a part that
+    measures memory: all of its memory then sits in the one process whose peak the zygote reads."""
     cpu = int(limits["cpu_seconds"] + 0.999)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU, then SIGKILL a second later
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
-    processes = limits["nproc_base"] + limits["processes"]  # the grading process counted the base
+    extra = limits["processes"] if extra_processes is None else extra_processes
+    processes = limits["nproc_base"] + extra  # the grading process counted the base
     resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     _prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid programs: privileges cannot come back
 
 
-def _prepare_child(w: int, job: dict[str, Any]) -> _Sink:
-    """Everything between fork and the first line of learner code."""
+def _close_all_but(keep: set[int]) -> None:
+    """Close every descriptor from 3 up except those in ``keep``."""
+    start = 3
+    for fd in sorted(keep):
+        os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, 1 << 16)
+
+
+def _prepare_child(w: int, job: dict[str, Any], *, channel: int | None = None,
+                   extra_processes: int | None = None) -> _Sink:
+    """Everything between fork and the first line of learner code. The child keeps two
+    descriptors: ``w`` (its frames) and ``channel`` (its line to the keeper, for probes)."""
     os.setpgid(0, 0)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    os.closerange(3, w)
-    os.closerange(w + 1, 1 << 16)
+    _close_all_but({w} if channel is None else {w, channel})
     scratch = job["scratch"]
     os.chdir(scratch)
     os.environ.clear()
@@ -280,7 +293,7 @@ def _prepare_child(w: int, job: dict[str, Any]) -> _Sink:
     })
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
-    _limit_child(job["limits"])
+    _limit_child(job["limits"], extra_processes=extra_processes)
     sink = _Sink()
     sys.stdout = sys.stderr = sink
     sys.stdin = io.StringIO("")
@@ -325,14 +338,25 @@ def _run_one_case(runner: Any, answer: Any, case: dict[str, Any], args: tuple[An
         return runner.Outcome(runner.RAISED, error=_exception_text(exc))
 
 
-def _child(task: dict[str, Any], cases_args: list[tuple[Any, ...]], w: int, job: dict[str, Any],
-           runner: Any, wire: Any) -> None:
+def _child(task: dict[str, Any], part: str, cases: list[dict[str, Any]], cases_args: list[tuple[Any, ...]],
+           w: int, channel: int, job: dict[str, Any], runner: Any, wire: Any) -> None:
+    """Run the cells, then the answer on one part's cases ("public", or "hidden": their inputs come
+    from the keeper, before any learner code runs, and never pass through the zygote)."""
     me = os.getpid()
     try:
-        sink = _prepare_child(w, job)
+        memory = any(c["trace_memory"] for c in cases) or (part == "hidden" and task.get("hidden_memory"))
+        sink = _prepare_child(w, job, channel=channel, extra_processes=0 if memory else None)
+        line = socket.socket(fileno=channel)
+        line.settimeout(job["limits"]["wall_seconds"])
+        if part == "hidden":
+            cases, cases_args = _fetch_hidden(line, task["exercise"], wire, job["limits"])
+        runner.REMOTE_CALL = _RemoteCall(line, wire, job["limits"]["array_bytes"])
     except Exception as exc:  # the grader's fault, not the learner's: say so
         _write_all(w, wire.json_frame({"kind": "setup_failed", "error": _exception_text(exc)}))
         return
+    # Written before any learner code runs, so learner code cannot change it: the zygote reads
+    # the child's peak memory (from the kernel) against this.
+    _write_all(w, wire.json_frame({"kind": "born", "rss_kb": _resident_kb()}))
     namespace = _fresh_main()
     cells = _run_cells(task, namespace, me)
     missing = object()
@@ -345,7 +369,7 @@ def _child(task: dict[str, Any], cases_args: list[tuple[Any, ...]], w: int, job:
         _write_all(w, wire.json_frame({"kind": "done"}))
         return
     limit = job["limits"]["array_bytes"]
-    for case, args in zip(task["cases"], cases_args):
+    for case, args in zip(cases, cases_args):
         mark, printed, start = len(_LESSONLIB_CALLS), sink.count, time.perf_counter()
         outcome = _run_one_case(runner, answer, case, args, limit)
         if os.getpid() != me:
@@ -367,6 +391,217 @@ def _child(task: dict[str, Any], cases_args: list[tuple[Any, ...]], w: int, job:
     _write_all(w, wire.json_frame({"kind": "done", "printed": sink.count}))
 
 
+# --- the keeper: the one process that holds probes and hidden inputs -------------------------------
+#
+# Forked before the job is read, it reads the secret part of the job (the first frames on stdin)
+# itself, so the zygote, and every child forked from it, never holds a probe's description or a
+# hidden input. Each child gets a socket to the keeper: a "public" child may only call probes; a
+# "hidden" child may also fetch its exercise's hidden cases. The keeper is not dumpable and runs
+# no learner code: nothing learner code can read says which mask a layer has.
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the job ended early")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame_fd(fd: int, wire: Any, limit: int) -> tuple[str, bytes]:
+    kind, length = wire.unpack_header(_read_exact(fd, wire.HEADER_SIZE))
+    if length > limit:
+        raise ValueError(f"a frame of {length} bytes in the job (limit {limit})")
+    return kind, _read_exact(fd, length)
+
+
+def _recv_exact(line: socket.socket, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = line.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the line to the keeper closed")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _recv_frames(line: socket.socket, wire: Any, array_limit: int) -> tuple[dict[str, Any], list[Any]]:
+    """One message: a JSON frame whose ``arrays`` counts the ``.npy`` frames after it (at most 8)."""
+    kind, length = wire.unpack_header(_recv_exact(line, wire.HEADER_SIZE))
+    if kind != "json" or length > wire.MAX_JSON_FRAME:
+        raise ValueError("a message that does not start with a JSON frame")
+    head = wire.load_json(_recv_exact(line, length))
+    count = head.get("arrays", 0) if isinstance(head, dict) else -1
+    if not isinstance(count, int) or not 0 <= count <= 64:
+        raise ValueError("a message with an unreadable array count")
+    arrays = []
+    for _ in range(count):
+        kind, length = wire.unpack_header(_recv_exact(line, wire.HEADER_SIZE))
+        if kind != "npy" or length > array_limit + 4096:
+            raise ValueError("an array frame too large or of the wrong kind")
+        arrays.append(wire.load_npy(_recv_exact(line, length), array_limit))
+    return head, arrays
+
+
+class _RemoteCall:
+    """The learner's side of a probe call: the arrays go to the keeper, the output comes back."""
+
+    def __init__(self, line: socket.socket, wire: Any, array_limit: int) -> None:
+        self._line, self._wire, self._limit = line, wire, array_limit
+
+    def __call__(self, handle: str, arrays: list[Any]) -> Any:
+        message = self._wire.json_frame({"op": "call", "handle": handle, "arrays": len(arrays)})
+        self._line.sendall(message + b"".join(self._wire.npy_frame(a) for a in arrays))
+        head, out = _recv_frames(self._line, self._wire, self._limit)
+        error = head.get("error")
+        if error is not None or len(out) != 1:
+            name, _, text = str(error).partition(": ")
+            raise {"ValueError": ValueError, "TypeError": TypeError}.get(name, RuntimeError)(text or name)
+        return out[0]
+
+
+def _fetch_hidden(line: socket.socket, exercise: str, wire: Any,
+                  limits: dict[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
+    """This exercise's hidden cases and their inputs, from the keeper."""
+    line.sendall(wire.json_frame({"op": "hidden", "exercise": exercise, "arrays": 0}))
+    head, arrays = _recv_frames(line, wire, limits["array_bytes"])
+    if head.get("error") is not None:
+        raise RuntimeError(f"the keeper refused the hidden cases: {head['error']}")
+    cases = head["cases"]
+    return cases, [wire.decode_args(c["args"], arrays) for c in cases]
+
+
+def _read_secrets(wire: Any) -> dict[str, Any]:
+    """The secret part of the job, from stdin: a JSON frame, then its ``.npy`` frames (read with
+    unbuffered reads, so the zygote's stdin starts exactly after it)."""
+    kind, payload = _read_frame_fd(0, wire, 1 << 26)
+    if kind != "json":
+        raise ValueError("the job does not start with its secret part")
+    secrets = json.loads(payload.decode())
+    limit = secrets["array_bytes"]
+    arrays = []
+    for _ in range(int(secrets["arrays"])):
+        kind, payload = _read_frame_fd(0, wire, limit + 4096)
+        arrays.append(wire.load_npy(payload, limit))
+    secrets["inputs"] = arrays
+    return secrets
+
+
+def _hidden_message(secrets: dict[str, Any], exercise: str, wire: Any) -> bytes:
+    """The keeper's answer to a hidden child: the cases, then the arrays they refer to, re-numbered."""
+    cases = secrets["hidden"].get(exercise)
+    if cases is None:
+        return wire.json_frame({"error": f"no hidden cases for {exercise[:60]!r}", "arrays": 0})
+    frames: list[bytes] = []
+    renumbered = []
+    for case in cases:
+        args = []
+        for arg in case["args"]:
+            if "array" in arg:
+                frames.append(wire.npy_frame(secrets["inputs"][arg["array"]]))
+                arg = {"array": len(frames) - 1}
+            args.append(arg)
+        renumbered.append({**case, "args": args})
+    return wire.json_frame({"error": None, "cases": renumbered, "arrays": len(frames)}) + b"".join(frames)
+
+
+def _serve_request(line: socket.socket, hidden: bool, secrets: dict[str, Any], runner: Any, wire: Any) -> None:
+    head, arrays = _recv_frames(line, wire, secrets["array_bytes"])
+    op = head.get("op")
+    if op == "hidden":
+        reply = (_hidden_message(secrets, str(head.get("exercise")), wire) if hidden else
+                 wire.json_frame({"error": "hidden cases are not for this process", "arrays": 0}))
+    elif op == "call":
+        description = secrets["probes"].get(str(head.get("handle")))
+        try:
+            if description is None:
+                raise ValueError("an unknown probe")
+            out = runner.call_probe(description, arrays)
+            if out.dtype == object or out.nbytes > secrets["array_bytes"]:
+                raise ValueError("the probe's output cannot be sent back")
+            reply = wire.json_frame({"error": None, "arrays": 1}) + wire.npy_frame(out)
+        except Exception as exc:  # the probe's own errors go back to the caller, as text
+            reply = wire.json_frame({"error": f"{type(exc).__name__}: {exc}"[:500], "arrays": 0})
+    else:
+        raise ValueError("an unknown request")
+    line.sendall(reply)
+
+
+def _keeper(control: socket.socket, runner: Any, wire: Any) -> None:
+    """The keeper's life: read the secrets, say ready, then answer children until the zygote goes."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    secrets = _read_secrets(wire)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    _close_all_but({2, control.fileno()})
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_AS, (secrets["memory_bytes"], secrets["memory_bytes"]))
+    control.sendall(b"R")
+    lines: dict[socket.socket, bool] = {}
+    while True:
+        ready = select.select([control, *lines], [], [])[0]
+        for line in ready:
+            if line is control:
+                message, fds, _, _ = socket.recv_fds(control, 1, 1)
+                if not message:
+                    return  # the zygote is gone
+                for fd in fds:
+                    new = socket.socket(fileno=fd)
+                    new.settimeout(5)
+                    lines[new] = message == b"H"
+                continue
+            try:
+                _serve_request(line, lines[line], secrets, runner, wire)
+            except (OSError, EOFError, ValueError, KeyError, TypeError):
+                lines.pop(line)
+                line.close()
+
+
+_KEEPER: int | None = None  # the keeper's pid, in the zygote
+_CONTROL: socket.socket | None = None  # the zygote's end of the keeper's control socket
+
+
+def _start_keeper(runner: Any, wire: Any) -> None:
+    """Fork the keeper (before anything of the job is read) and wait until it holds the secrets."""
+    global _KEEPER, _CONTROL
+    mine, theirs = socket.socketpair()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        status = 0
+        try:
+            mine.close()
+            _keeper(theirs, runner, wire)
+        except BaseException as exc:  # noqa: BLE001 - the keeper must never return into the zygote
+            print(f"worker: the keeper stopped: {_exception_text(exc)}", file=sys.stderr, flush=True)
+            status = 70
+        finally:
+            os._exit(status)
+    theirs.close()
+    mine.settimeout(120)
+    if mine.recv(1) != b"R":
+        raise RuntimeError("the keeper could not read the secret part of the job")
+    mine.settimeout(None)
+    _KEEPER, _CONTROL = pid, mine
+
+
+def _open_line(hidden: bool) -> int:
+    """A new socket to the keeper for one child: the child's end (the keeper got the other)."""
+    assert _CONTROL is not None
+    child_end, keeper_end = socket.socketpair()
+    try:
+        socket.send_fds(_CONTROL, [b"H" if hidden else b"P"], [keeper_end.fileno()])
+    except OSError:
+        pass  # the keeper is gone (learner code may kill it): probe calls will fail, nothing else
+    keeper_end.close()
+    return child_end.detach()
+
+
 # --- the zygote: fork a child per task, watch it, store its frames ------------------------------
 
 
@@ -384,44 +619,56 @@ def _children_of(pid: int) -> list[int]:
     return found
 
 
+_LEFTOVER_PEAK_KB = 0  # the largest peak resident memory of a process reaped since the last reset
+
+
 def _reap() -> None:
+    """Reap every ended child, keeping the largest peak memory among them (a forked helper's too)."""
+    global _KEEPER, _LEFTOVER_PEAK_KB
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, _, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        if pid == _KEEPER:
+            _KEEPER = None  # learner code killed it: nothing is spared from now on
+        else:
+            _LEFTOVER_PEAK_KB = max(_LEFTOVER_PEAK_KB, usage.ru_maxrss)
+
+
+def _others() -> list[int]:
+    """Processes to end after a child: all of this namespace's but PID 1 (at level bubblewrap), or
+    this subreaper's children (at level limits); never the zygote or the keeper."""
+    me = os.getpid()
+    if me == 1:
+        found = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != 1]
+    else:
+        found = _children_of(me)
+    return [pid for pid in found if pid not in (me, _KEEPER)]
 
 
 def _kill_leftovers() -> None:
     """Kill every process the child left behind (fork bombs, daemons), then reap them."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if os.getpid() == 1:  # PID 1 of our own namespace: -1 means every other process in it
+        kids = _others()
+        for kid in kids:
             try:
-                os.kill(-1, signal.SIGKILL)
-                alive = True
-            except ProcessLookupError:
-                alive = False
-        else:  # a subreaper: whatever the child left is reparented to us
-            kids = _children_of(os.getpid())
-            for kid in kids:
-                try:
-                    os.kill(kid, signal.SIGKILL)
-                except OSError:
-                    pass
-            alive = bool(kids)
+                os.kill(kid, signal.SIGKILL)
+            except OSError:
+                pass
         _reap()
-        if not alive:
+        if not kids:
             return
         time.sleep(0.002)
 
 
-def _supervise(pid: int, r: int, limits: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
-    """Read the child's frames until it ends, is killed for time, or sends too much."""
+def _supervise(pid: int, r: int, limits: dict[str, Any], cap: int | None = None) -> tuple[bytes, dict[str, Any]]:
+    """Read the child's frames until it ends, is killed for time, or sends more than ``cap`` bytes."""
     deadline = time.monotonic() + limits["wall_seconds"]
-    cap = limits["result_bytes"]
+    cap = limits["result_bytes"] if cap is None else cap
     chunks: list[bytes] = []
     size = 0
     fate: dict[str, Any] = {"timed_out": None, "over_limit": False}
@@ -475,6 +722,7 @@ def _supervise(pid: int, r: int, limits: dict[str, Any]) -> tuple[bytes, dict[st
     os.close(r)
     _kill_leftovers()
     status, usage = waited
+    fate["peak_rss_kb"] = max(usage.ru_maxrss, _LEFTOVER_PEAK_KB)  # the kernel's count, learner code's or not
     code = os.waitstatus_to_exitcode(status)
     cpu = usage.ru_utime + usage.ru_stime
     fate.update({
@@ -500,36 +748,115 @@ def _emit(wire: Any, header: dict[str, Any], payload: bytes = b"") -> None:
     _write_all(_OUT, wire.record(header, payload))
 
 
-def _fork_child(task: dict[str, Any], cases_args: list[tuple[Any, ...]], job: dict[str, Any],
-                runner: Any, wire: Any) -> tuple[bytes, dict[str, Any]]:
+def _resident_kb() -> int:
+    """This process's resident memory now (kB): what a child holds when it is forked."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _birth(data: bytes, wire: Any) -> tuple[bytes, int | None]:
+    """The child's frames without its first, "born" (written before learner code ran), and the
+    resident memory that frame gave (kB; None when the child never got that far)."""
+    frames, cut = wire.split_frames(data, limit=1)
+    if cut or not frames or frames[0][0] != "json":
+        return data, None
+    try:
+        born = json.loads(frames[0][1].decode())
+    except ValueError:
+        return data, None
+    if not isinstance(born, dict) or born.get("kind") != "born" or not isinstance(born.get("rss_kb"), int):
+        return data, None
+    return data[wire.HEADER_SIZE + len(frames[0][1]):], born["rss_kb"]
+
+
+def _fork_child(task: dict[str, Any], part: str, cases: list[dict[str, Any]], cases_args: list[tuple[Any, ...]],
+                job: dict[str, Any], runner: Any, wire: Any, cap: int) -> tuple[bytes, dict[str, Any]]:
+    global _LEFTOVER_PEAK_KB
     r, w = os.pipe()
+    channel = _open_line(hidden=part == "hidden")
     sys.stdout.flush()
     sys.stderr.flush()
+    _LEFTOVER_PEAK_KB = 0
     pid = os.fork()
     if pid == 0:
         status = 70
         try:
             os.close(r)
-            _child(task, cases_args, w, job, runner, wire)
+            _child(task, part, cases, cases_args, w, channel, job, runner, wire)
             status = 0
         except BaseException:  # noqa: BLE001 - the child must never return into the zygote
             pass
         finally:
             os._exit(status)
     os.close(w)
-    return _supervise(pid, r, job["limits"])
+    os.close(channel)
+    data, fate = _supervise(pid, r, job["limits"], cap)
+    data, fate["base_rss_kb"] = _birth(data, wire)
+    fate["job_limit"] = fate["over_limit"] and cap < job["limits"]["result_bytes"]
+    return data, fate
+
+
+def _writable_folders(job: dict[str, Any]) -> list[str]:
+    """Where learner code can leave files: the scratch folder, and in the sandbox its /tmp and /dev/shm."""
+    return [job["scratch"], "/tmp", "/dev/shm"] if job["level"] == "bubblewrap" else [job["scratch"]]
+
+
+def _wipe(folders: list[str]) -> None:
+    """Empty ``folders``: their files belong to this user, so a folder made unreadable is opened
+    first; no recursion, so no depth of nesting stops it."""
+    stack = [(os.path.join(folder, name), False) for folder in folders for name in _names(folder)]
+    while stack:
+        path, emptied = stack.pop()
+        if emptied:
+            _quietly(os.rmdir, path)
+        elif os.path.isdir(path) and not os.path.islink(path):
+            _quietly(os.chmod, path, 0o700)
+            stack.append((path, True))
+            stack += [(os.path.join(path, name), False) for name in _names(path)]
+        else:
+            _quietly(os.unlink, path)
+
+
+def _names(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _quietly(action: Any, *args: Any) -> None:
+    try:
+        action(*args)
+    except OSError:
+        pass
 
 
 def _zygote(job: dict[str, Any], inputs: list[Any], runner: Any, wire: Any) -> None:
-    """Run each task in a fresh child. Records per task: ``started`` before the child starts (the
-    grading process blames an unfinished one if it dies), ``result`` (frames and fate) after."""
+    """Run each task in fresh children: one for the public cases, then, when the exercise has
+    hidden cases, one for those (their inputs come from the keeper, so nothing the public child
+    reports can carry them). Records per task: ``started`` before the first child starts (the
+    grading process blames an unfinished one if it dies at level limits), ``result`` after
+    (both children's frames, ``split`` bytes of them public, and how each child ended)."""
+    budget = job["limits"]["job_result_bytes"]
     for task in job["tasks"]:
         key = task["key"]
-        _emit(wire, {"kind": "started", "key": key, "solo": job["solo"], "time": time.time()})
+        _emit(wire, {"kind": "started", "key": key, "solo": job["solo"], "level": job["level"], "time": time.time()})
         cases_args = [wire.decode_args(c["args"], inputs) for c in task["cases"]]
-        data, fate = _fork_child(task, cases_args, job, runner, wire)
-        fate["truncated"] = wire.split_frames(data)[1]
-        _emit(wire, {"kind": "result", "key": key, "fate": fate}, data)
+        cap = min(job["limits"]["result_bytes"], budget)
+        public, fate = _fork_child(task, "public", task["cases"], cases_args, job, runner, wire, cap)
+        fate["truncated"] = wire.split_frames(public)[1]
+        hidden, hidden_fate = b"", None
+        if task.get("hidden"):
+            cap = min(job["limits"]["result_bytes"], budget - len(public))
+            hidden, hidden_fate = _fork_child(task, "hidden", [], [], job, runner, wire, cap)
+            hidden_fate["truncated"] = wire.split_frames(hidden)[1]
+            _wipe(_writable_folders(job))  # nothing the hidden child wrote reaches a later public one
+        budget -= len(public) + len(hidden)
+        _emit(wire, {"kind": "result", "key": key, "fate": fate, "hidden_fate": hidden_fate, "split": len(public)},
+              public + hidden)
 
 
 # --- isolation, inside ---------------------------------------------------------------------------
@@ -537,7 +864,6 @@ def _zygote(job: dict[str, Any], inputs: list[Any], runner: Any, wire: Any) -> N
 
 def _isolate(job: dict[str, Any]) -> None:
     """What the worker adds to bubblewrap's sandbox (or to nothing, at level "limits")."""
-    _prctl(PR_SET_DUMPABLE, 0)  # learner code (the same user) cannot open /proc/<zygote>/fd or mem
     _prctl(PR_SET_CHILD_SUBREAPER, 1)  # processes the child leaves behind come back to us
     if os.getpid() == 1:  # PID 1 ignores signals it has no handler for: drop Python's SIGINT handler
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -644,8 +970,10 @@ def main(argv: list[str]) -> int:
     _OUT = os.dup(1)  # results go here; print() and stray writes go to the log (stderr)
     os.dup2(2, 1)
     try:
+        _prctl(PR_SET_DUMPABLE, 0)  # learner code (the same user) cannot open /proc/<zygote or keeper>/mem
         _RUNNER = runner = _load(runner_path, "_grading_runner")
         wire = _load(wire_path, "_grading_wire")
+        _start_keeper(runner, wire)  # it reads the secret part of stdin; the zygote reads the rest
         job, inputs = _read_job(wire)
         if job["level"] == "limits":
             _guard_parent(job["grader_pid"])
