@@ -10,19 +10,28 @@ code runs: ``exercises/runner.py`` (call an answer on one case, reduce what came
 data) and ``grading/wire.py`` (the format of what goes back). It never imports ``lessonlib``:
 learner code that does gets a stand-in whose functions refuse to run and are recorded.
 
-The job comes on stdin (one JSON frame, then the inputs as ``.npy`` frames) and the results go
-to stdout as records (``wire.record``): ``started`` before a task's child starts, ``result``
-(the child's frames and how it ended) after. The worker needs no view of the job folder, so
-inside the bubblewrap sandbox there is none; learner code has neither descriptor.
+The job comes on stdin: first its secret part (probe descriptions and hidden cases, a JSON frame
+and its ``.npy`` frames), read by the keeper alone; then the job (a JSON frame, then the public
+inputs as ``.npy`` frames). The results go to stdout as records (``wire.record``): ``started``
+before a task's first child starts, ``result`` (both children's frames and how each ended)
+after. The worker needs no view of the job folder, so inside the bubblewrap sandbox there is
+none; learner code has neither descriptor.
 
 Processes:
 
     worker   the zygote: PID 1 of the sandbox's PID namespace at level "bubblewrap" (learner code
              cannot signal it), a child subreaper at level "limits". Not dumpable, so learner
-             code cannot open its descriptors or memory through /proc. It runs no learner code.
-    child    one per exercise, forked by the zygote: rlimits (CPU, address space, processes,
-             file size), no new privileges, runs the cells and the cases, streams frames to the
-             zygote through a pipe and ends. The zygote then kills whatever it left behind.
+             code cannot open its descriptors or memory through /proc. It runs no learner code
+             and never holds a probe's description or a hidden input.
+    keeper   forked first, before the job is read: reads the secret part, then answers the
+             children through one socket each: probe calls (the learner's process holds only a
+             handle) and, for a hidden child only, its exercise's hidden cases.
+    child    two per exercise, forked by the zygote: one for the public cases, then one for the
+             hidden cases, so that nothing the public one reports can carry a hidden input.
+             rlimits (CPU, address space, processes, file size), no new privileges; runs the
+             cells and the cases, streams frames to the zygote through a pipe and ends. The
+             zygote then kills whatever it left behind, and reads the child's peak memory from
+             the kernel (wait4) against what it held before learner code ran.
 
 Namespaces, hidden files and the user (nobody, for root) are bubblewrap's work, not this file's.
 """
