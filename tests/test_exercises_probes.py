@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_exercises_check import ROOT
 
-from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, hidden_cases, public_cases
+from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, hidden_cases, public_cases, runner
 from lessonlib.exercises.ex_interpretation import exclusion_reference
 from lessonlib.exercises.ex_masking import LEAKING_MASKS, _compare_exactly
 from lessonlib.exercises.ex_position import _order_exact
@@ -54,6 +54,42 @@ def test_a_probe_is_rebuilt_identically_from_its_description_after_the_wire():
     (back, length, width) = wire.decode_args(json.loads(json.dumps(encoded)), [])
     x = np.random.default_rng(0).normal(size=(length, width))
     np.testing.assert_array_equal(build_probe(back)(x), build_probe(description)(x))
+
+
+def test_a_handle_calls_out_and_holds_nothing_but_the_handle(monkeypatch: pytest.MonkeyPatch):
+    """In the grader a probe is a handle: each call goes to REMOTE_CALL (the worker's keeper)."""
+    description = probe("layer", d=4, seed=3, mask="causal")
+    handle = runner.probe_handle("layer", "t0k3n")
+    calls = []
+
+    def remote(h, arrays):
+        calls.append(h)
+        return runner.call_probe(description, arrays)
+
+    monkeypatch.setattr(runner, "REMOTE_CALL", remote)
+    layer = build_probe(handle)
+    x = np.random.default_rng(0).normal(size=(5, 4))
+    assert np.array_equal(layer(x), build_probe(description)(x)) and calls == [handle]
+    held = [c.cell_contents for c in layer.__closure__]
+    held += [c.cell_contents for h in held for c in getattr(h, "__closure__", None) or ()]
+    assert not any("causal" in repr(h) or isinstance(h, runner.ProbeLayer) for h in held)
+    with pytest.raises(TypeError, match="object array"):
+        layer(np.array([[object()] * 4] * 5))
+    monkeypatch.setattr(runner, "REMOTE_CALL", None)
+    with pytest.raises(RuntimeError, match="only be called while grading"):
+        layer(x)
+
+
+def test_the_keeper_refuses_probe_inputs_far_beyond_any_exercise():
+    layer = probe("layer", d=2, seed=1)
+    with pytest.raises(ValueError, match="at most 512 positions"):
+        runner.call_probe(layer, [np.zeros((600, 2))])
+    with pytest.raises(ValueError, match="at most 65,536 numbers"):
+        runner.call_probe(layer, [np.zeros((2, 40_000))])
+    attend = probe("attention", polarity="attend")
+    q = np.zeros((2048, 1))
+    with pytest.raises(ValueError, match="scores while grading"):
+        runner.call_probe(attend, [q, q, q, np.ones((2048, 2048), dtype=bool)[:1]])
 
 
 def test_a_layer_refuses_the_wrong_width_with_the_width_it_takes():

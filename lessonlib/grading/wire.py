@@ -289,7 +289,7 @@ def decode_outcome(d: Any, arrays: list[np.ndarray], outcome_type: type, value_t
     value = d.get("value")
     error = d.get("error")
     peak = d.get("peak_bytes")
-    if peak is not None and (not isinstance(peak, int) or isinstance(peak, bool) or peak < 0):
+    if peak is not None and (not isinstance(peak, int) or isinstance(peak, bool) or not 0 <= peak < 2**53):
         raise WireError("an outcome with an unreadable memory peak")
     return outcome_type(
         d["status"],
