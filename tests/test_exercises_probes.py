@@ -161,3 +161,13 @@ def test_the_model_answer_lives_only_in_the_solutions_and_uses_the_exclusion_for
     text = "\n".join(c.source for c in released.cells)
     assert "Model answer" not in text and "For graders" not in text and "m_{-j}" not in text
     assert "For graders" in _cell("solutions", "q2-rubric")
+
+
+@pytest.mark.parametrize("name, field", [("leaks_future", "mask"), ("mask_polarity", "polarity"),
+                                         ("is_order_sensitive", "position")])
+def test_where_a_hidden_probe_stands_says_nothing_of_its_kind(name: str, field: str):
+    """Hidden probe cases come in an order drawn from the seed: an answer cannot count its calls."""
+    orders = {tuple(probe_fields(c.args[0])[field] for c in hidden_cases(name, seed)) for seed in SEEDS}
+    assert len(orders) > 1
+    kinds = {tuple(sorted(order)) for order in orders}
+    assert len(kinds) == 1  # the same kinds every time, in another order
