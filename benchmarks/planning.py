@@ -9,15 +9,20 @@ that one exercise (parsing and slicing the whole notebook, as the grader does pe
 
 - ``same name``: one cell of N lines ``x = 1`` (every one binds the name the answer reads);
 - ``independent``: one cell of N distinct definitions ``v123 = 123``;
-- ``chain``: one cell of N assignments that each read the one before (``c5 = f(c4)``);
+- ``chain``: one cell of N assignments that each read the one before (``c5 = g(c4)``);
 - ``many cells``: N cells of one statement each, the answer reading the last;
 - ``fan-in``: N assignments and one helper that reads them all (``return (f0, f1, ...)``),
   and N statements that each change one list the answer reads (``T.append(5)``);
-- ``at the cap``: a chain as long as the statement cap allows; ``over the cap``: one statement
-  more, refused; ``byte cap``: a notebook just under the size cap, all of it code, refused.
+- ``dense``: a chain whose lines are padded with arguments up to the code-size cap, the most
+  syntax nodes per character, every statement reached from the answer;
+- ``over the cap``: a chain one statement longer than the cap allows (refused, unparsed);
+  ``byte cap``: a notebook just under the file-size cap, all of it code (refused, unparsed).
 
-    python benchmarks/planning.py                     # N = 8000 (the red team's size), 5 repeats
-    python benchmarks/planning.py --statements 2000 --repeat 3
+Each case runs with the largest N the statement cap accepts, and again with ``--statements`` N
+when that is larger (refused). Before the caps existed, each case ran with ``--statements`` alone.
+
+    python benchmarks/planning.py                     # also N = 8000 (the red team's size), 5 repeats
+    python benchmarks/planning.py --statements 2000 --repeat 3 --only chain,fan-in
 
 The budget is at most 1 s per exercise for any notebook under the size cap. Timings depend on the
 machine and on what else runs on it: this script prints a table of medians, it does not assert.
@@ -45,7 +50,8 @@ from lessonlib.grading.submissions import CourseNotebook, course_notebooks, plan
 
 BUDGET_SECONDS = 1.0
 EXERCISE = "masked_softmax"
-MAX_STATEMENTS = getattr(cells_module, "MAX_STATEMENTS", None)  # None before the cap existed
+MAX_STATEMENTS = getattr(cells_module, "MAX_STATEMENTS", None)  # None before the caps existed
+MAX_CODE_CHARS = getattr(cells_module, "MAX_CODE_CHARS", None)
 
 
 def _answer(expression: str) -> str:
@@ -61,8 +67,8 @@ def independent(n: int) -> tuple[list[str], str]:
 
 
 def chain(n: int) -> tuple[list[str], str]:
-    lines = ["c0 = np.float64(1)"] + [f"c{i} = np.sqrt(c{i - 1})" for i in range(1, n)]
-    return ["\n".join(lines)], _answer(f"c{n - 1}")
+    lines = ["c0 = g(1)"] + [f"c{i} = g(c{i - 1})" for i in range(1, n)]  # two operators a line: under the cap
+    return ["def g(x):\n    return x", "\n".join(lines)], _answer(f"c{n - 1}")
 
 
 def many_cells(n: int) -> tuple[list[str], str]:
@@ -75,6 +81,16 @@ def fan_in(n: int) -> tuple[list[str], str]:
     helper = "def helper():\n    return (" + ", ".join(f"f{i}" for i in range(half)) + ",)"
     changes = "T = []\n" + "\n".join(f"T.append({i})" for i in range(n - half))
     return [values, helper, changes], _answer("helper() + tuple(T)")
+
+
+def dense(n: int) -> tuple[list[str], str]:
+    """A chain of ``n`` lines, each padded with arguments to fill the code-size cap: the most syntax
+    nodes per character (two characters per name), every statement reached from the answer."""
+    room = MAX_CODE_CHARS - 6000 if MAX_CODE_CHARS else 30 * 3 * n  # the notebook's own code counts too
+    width = max(1, room // max(n, 1) - 16) // 3
+    pad = ", a" * width
+    lines = ["a = 1", "d0 = g(1)"] + [f"d{i} = g(d{i - 1}{pad})" for i in range(1, n - 1)]
+    return ["def g(*x):\n    return x", "\n".join(lines)], _answer(f"d{n - 2}")
 
 
 CASES: dict[str, Callable[[int], tuple[list[str], str]]] = {
@@ -98,13 +114,27 @@ def write_case(folder: Path, name: str, extra: list[str], answer: str) -> Path:
 def write_byte_cap_case(folder: Path) -> Path:
     """A notebook just under the size cap whose code cells are all ``x = 1`` lines (1 MB per cell)."""
     per_cell = submissions.MAX_CELL_CHARS - 64
-    count = (submissions.MAX_NOTEBOOK_BYTES - 2**20) // (per_cell + 200)
+    count = (submissions.MAX_NOTEBOOK_BYTES - 2**20) // (per_cell * 7 // 6 + 200)  # "\n" is two bytes in JSON
     source = ("x = 1\n" * (per_cell // 6)).rstrip("\n")
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for _ in range(count)] + [nbformat.v4.new_code_cell(_answer("x"))]
     path = folder / "byte_cap.ipynb"
     path.write_text(json.dumps(nb), encoding="utf-8")
     return path
+
+
+def _notebook_statements(extra: list[str], answer: str) -> int:
+    """What the statement cap counts for the masking notebook with ``extra`` and ``answer``."""
+    nb = nbformat.read(ROOT / "exercises" / "02_masking.ipynb", as_version=4)
+    released = _course().answer_cells[EXERCISE]
+    code = [c.source for c in nb.cells if c.cell_type == "code" and c.get("id") != released] + extra + [answer]
+    return sum(cells_module.statement_bound(src) for src in code)
+
+
+def largest_accepted(make: Callable[[int], tuple[list[str], str]]) -> int:
+    """The largest N whose notebook is within the statement cap (each generator adds one line per N)."""
+    assert MAX_STATEMENTS is not None
+    return 100 + MAX_STATEMENTS - _notebook_statements(*make(100))
 
 
 def _course() -> CourseNotebook:
@@ -134,24 +164,31 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, int, int, float, str]] = []
     with tempfile.TemporaryDirectory(prefix="lessonlib-planning-") as tmp:
         folder = Path(tmp)
-        cases = [(name, make, args.statements) for name, make in CASES.items()]
+        cases = []
+        for name, make in CASES.items():
+            if MAX_STATEMENTS is not None:  # the largest notebook accepted, then the given size
+                cases.append((name, make, largest_accepted(make)))
+            if MAX_STATEMENTS is None or args.statements > largest_accepted(make):
+                cases.append((name, make, args.statements))
         if MAX_STATEMENTS is not None:
-            cases += [("at the cap", chain, MAX_STATEMENTS - 20), ("over the cap", chain, MAX_STATEMENTS + 1)]
+            cases += [("dense", dense, largest_accepted(dense)), ("over the cap", chain, largest_accepted(chain) + 1)]
         for name, make, n in cases:
             if only and name not in only:
                 continue
-            path = write_case(folder, name, *make(n))
+            extra, answer = make(n)
+            path = write_case(folder, name, extra, answer)
             median, status = time_planning(path, args.repeat)
-            rows.append((name, n, path.stat().st_size, median, status))
+            rows.append((name, _notebook_statements(extra, answer), path.stat().st_size, median, status))
         if not only or "byte cap" in only:
             path = write_byte_cap_case(folder)
             median, status = time_planning(path, max(1, min(args.repeat, 3)))
             rows.append(("byte cap", -1, path.stat().st_size, median, status))
-    cap = f"{MAX_STATEMENTS} statements per notebook" if MAX_STATEMENTS is not None else "none"
-    print(f"planning one exercise ({EXERCISE}); statement cap: {cap}; size cap: "
-          f"{submissions.MAX_NOTEBOOK_BYTES // 2**20} MB per notebook; median of {args.repeat} run(s)")
+    caps = (f"{MAX_STATEMENTS:,} statements and {MAX_CODE_CHARS // 1024} KB of code" if MAX_STATEMENTS is not None
+            else "none")
+    print(f"planning one exercise ({EXERCISE}); caps per notebook: {caps}; file-size cap: "
+          f"{submissions.MAX_NOTEBOOK_BYTES // 2**20} MB; median of {args.repeat} run(s)")
     print()
-    print("| case | statements | notebook size | median s per exercise | budget | outcome |")
+    print("| case | statements in the notebook | notebook size | median s per exercise | budget | outcome |")
     print("|---|---:|---:|---:|---|---|")
     for name, n, size, median, status in rows:
         verdict = "ok" if median <= BUDGET_SECONDS else "OVER"

@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, ManualQuestion
-from lessonlib.exercises.cells import binds, is_definition, is_drawing_import, parse, python_source, slice_cells
+from lessonlib.exercises.cells import (
+    binds,
+    is_definition,
+    is_drawing_import,
+    parse,
+    python_source,
+    slice_cells,
+    too_much_code,
+)
 from lessonlib.exercises.registry import released_answer_cells
 from lessonlib.exercises.results import Status
 
@@ -38,8 +46,8 @@ ANSWER_TAG = "answer"
 WRITTEN_STUB = "_Write your answer here._"  # what `lessonlib exercises build` leaves in a written answer
 
 # Statuses decided before any code runs.
-NOT_SUBMITTED, MALFORMED, MISSING_ANSWER, CELL_ERROR = (
-    Status.NOT_SUBMITTED, Status.MALFORMED, Status.MISSING_ANSWER, Status.CELL_ERROR
+NOT_SUBMITTED, MALFORMED, MISSING_ANSWER, CELL_ERROR, TOO_LONG = (
+    Status.NOT_SUBMITTED, Status.MALFORMED, Status.MISSING_ANSWER, Status.CELL_ERROR, Status.TOO_LONG
 )
 
 
@@ -239,6 +247,18 @@ def _code_cells(notebook: Notebook) -> list[tuple[Cell, ast.Module | str]]:
     return [(c, parse_cell(c.source)) for c in notebook.cells if c.cell_type == "code" and c.source.strip()]
 
 
+def too_long(notebook: Notebook) -> str:
+    """Why ``notebook`` holds too much code to plan (a sentence for the learner), or "".
+
+    Checked before any cell is parsed, so that planning stays fast on any notebook under the size cap.
+    """
+    why = too_much_code([c.source for c in notebook.cells if c.cell_type == "code"])
+    if not why:
+        return ""
+    return (f"{notebook.path.name} was not graded: {why}. The exercise notebook holds about 50 lines of code; "
+            "keep long experiments and pasted code in a notebook of their own, and hand this one in again.")
+
+
 def _find_answer(name: str, released_id: str | None, parsed: list[tuple[Cell, ast.Module | str]]
                  ) -> tuple[Cell | None, ast.Module | str | None, str]:
     """The answer cell of exercise ``name``, its tree (or parse error), and a note or a reason."""
@@ -294,6 +314,11 @@ def _plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[l
         for plan in plans:
             plan.status, plan.reason = status, reason
         return plans, [ManualAnswer(q, None, status, reason) for q in course.manual]
+    refused = too_long(notebook)
+    if refused:
+        for plan in plans:
+            plan.status, plan.reason = TOO_LONG, refused
+        return plans, [_manual_answer(q, notebook) for q in course.manual]  # written answers need no parsing
     parsed = _code_cells(notebook)
     answers: dict[str, tuple[Cell, ast.Module | str]] = {}
     for plan in plans:
@@ -310,6 +335,7 @@ def _plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[l
                 plan.notes.append(message)
     owner = {ex: cell.index for ex, (cell, _) in answers.items()}
     readable = [cell for cell, tree in parsed if isinstance(tree, ast.Module)]
+    trees = {k: tree for k, tree in enumerate(t for _, t in parsed if isinstance(t, ast.Module))}
     position = {cell.index: k for k, cell in enumerate(readable)}
     for plan in plans:
         if plan.status is not None:
@@ -317,7 +343,7 @@ def _plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[l
         # the answer cell whole; from other cells, definitions and what the answer needs (see cells.py)
         owners = {ex: position.get(i, -1) for ex, i in owner.items()}
         cut = slice_cells([c.source for c in readable], position[owner[plan.exercise]], plan.exercise, owners,
-                          [f"cell {c.index + 1}" for c in readable])
+                          [f"cell {c.index + 1}" for c in readable], trees)
         plan.notes += [f"Not run by the grader: {note}" for note in cut.notes]
         for k, cell in enumerate(readable):
             if cell.index == owner[plan.exercise]:
@@ -375,7 +401,7 @@ def _match_by_content(path: Path, courses: Sequence[CourseNotebook]) -> CourseNo
         return None
     ids = {c.id for c in notebook.cells}
     defined: set[str] = set()
-    for _, tree in _code_cells(notebook):
+    for _, tree in [] if too_long(notebook) else _code_cells(notebook):  # too long: by its cell ids alone
         if isinstance(tree, ast.Module):
             defined |= bound_names(tree)
     scores = [(len(ids & set(c.answer_cells.values())) + len(defined & set(c.exercises)), c) for c in courses]

@@ -1,0 +1,191 @@
+"""The grader against hostile inputs that run no learner code: notebooks too big to plan, names that
+are spreadsheet formulas or terminal escapes, symbolic links, and duplicated or hidden cells.
+
+Each test is an attack from the red team's report (or its nearest honest cousin) and fails if the
+defence is taken away. Nothing here is timed: the cost of planning is measured by counting the
+Python lines it executes (deterministic), and its speed in seconds by ``benchmarks/planning.py``.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+import pytest
+from grading_submissions import notebook
+
+from lessonlib.exercises import cells
+from lessonlib.exercises.cells import MAX_CODE_CHARS, MAX_STATEMENTS, slice_cells, statement_bound
+from lessonlib.grading import submissions
+from lessonlib.grading.submissions import CourseNotebook, course_notebooks, plan_notebook, read_notebook
+
+COURSES = course_notebooks()
+MASKING = next(c for c in COURSES if c.name == "02_masking.ipynb")
+INTERPRETATION = next(c for c in COURSES if c.manual)
+
+
+def _answer(expression: str) -> str:
+    return f"def masked_softmax(scores, allowed):\n    return {expression}"
+
+
+# --- row 2: planning is linear and bounded ---------------------------------------------------------
+
+# Generated worst cases (as in benchmarks/planning.py): helper cells and the answer that reads them.
+def _same_name(n: int) -> tuple[list[str], str]:
+    return ["\n".join(["x = 1"] * n)], _answer("x")
+
+
+def _chain(n: int) -> tuple[list[str], str]:
+    lines = ["c0 = g(1)"] + [f"c{i} = g(c{i - 1})" for i in range(1, n)]
+    return ["def g(x):\n    return x", "\n".join(lines)], _answer(f"c{n - 1}")
+
+
+def _many_cells(n: int) -> tuple[list[str], str]:
+    return [f"k{i} = np.sqrt({i})" for i in range(n)], _answer(f"k{n - 1}")
+
+
+def _fan_in(n: int) -> tuple[list[str], str]:
+    half = n // 2
+    values = "\n".join(f"f{i} = np.sqrt({i})" for i in range(half))
+    helper = "def helper():\n    return (" + ", ".join(f"f{i}" for i in range(half)) + ",)"
+    changes = "T = []\n" + "\n".join(f"T.append({i})" for i in range(n - half))
+    return [values, helper, changes], _answer("helper() + tuple(T)")
+
+
+SHAPES: dict[str, Callable[[int], tuple[list[str], str]]] = {
+    "same name": _same_name, "chain": _chain, "many cells": _many_cells, "fan-in": _fan_in,
+}
+
+
+def _lines_run(function: Callable[[], object]) -> int:
+    """How many Python lines ``function`` executes, in every module (a count, not a time)."""
+    count = 0
+
+    def tracer(frame, event, arg):  # noqa: ANN001, ANN202
+        nonlocal count
+        if event == "line":
+            count += 1
+        return tracer
+
+    old = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        function()
+    finally:
+        sys.settrace(old)
+    return count
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_slicing_work_grows_linearly_with_the_notebook(shape: str) -> None:
+    """The red team's notebooks took 21 s (8,000 ``x = 1``) and 62 s (8,000 dependent assignments)
+    per exercise: the slicer scanned every statement for every name it followed. Doubling the
+    notebook must now about double the work, not quadruple it."""
+    def work(n: int) -> int:
+        extra, answer = SHAPES[shape](n)
+        sources = extra + [answer]
+        return _lines_run(lambda: slice_cells(sources, len(extra), "masked_softmax"))
+
+    small, large = work(300), work(600)
+    assert large < 2.3 * small, f"{shape}: {small} lines run for 300 statements, {large} for 600"
+
+
+def _reference(statements: list[tuple[set[str], set[str], set[str], bool]], needed: set[str]) -> set[int]:
+    """The slicer's rule, written as plainly as possible: from the names the answer reads, take every
+    statement that binds or changes one, then the names it reads, until nothing changes; and every
+    definition. Each statement: (binds, changes, uses, is a definition)."""
+    needed = set(needed)
+    while True:
+        reached = {k for k, (b, c, _, _) in enumerate(statements) if (b | c) & needed}
+        more = set().union(*(statements[k][2] for k in reached)) if reached else set()
+        if more <= needed:
+            return reached | {k for k, s in enumerate(statements) if s[3]}
+        needed |= more
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_slicer_keeps_exactly_what_the_answer_reaches(seed: int) -> None:
+    """Random notebooks of one statement a line: the kept lines are the reference's, no more, no less."""
+    rng = random.Random(seed)
+    names = [f"v{i}" for i in range(12)]
+    statements, sources = [], []
+    for _ in range(rng.randint(5, 30)):
+        target, read = rng.choice(names), rng.sample(names, rng.randint(0, 3))
+        kind = rng.choice(["call", "constant", "append", "def"])
+        if kind == "call":
+            sources.append(f"{target} = f({', '.join(read)})")
+            statements.append(({target}, set(), set(read) | {"f"}, False))
+        elif kind == "constant":
+            sources.append(f"{target} = 3")
+            statements.append(({target}, set(), set(), True))
+        elif kind == "append":
+            sources.append(f"{target}.append({', '.join(read)})")
+            statements.append((set(), {target}, set(read) | {target}, False))
+        else:
+            sources.append(f"def h_{target}():\n    return ({', '.join(read + ['0'])},)")
+            statements.append(({f"h_{target}"}, set(), set(read), True))
+    cells_ = ["def f(*a):\n    return a"] + sources
+    answer = _answer(f"({', '.join(rng.sample(names, 2))}, h_{rng.choice(names)}())")
+    cut = slice_cells(cells_ + [answer], len(cells_), "masked_softmax")
+    expected = {k + 1 for k in _reference(statements, cells.uses(answer) - {"masked_softmax"})} | {0}
+    assert {i for i in cut.kept if i != len(cells_)} == expected
+
+
+def _planned(tmp_path: Path, extra: list[str], answer: str, course: CourseNotebook = MASKING
+             ) -> list[submissions.ExercisePlan]:
+    nb = notebook(course.name, answers={"masked_softmax": answer} if course is MASKING else None)
+    nb.cells[3:3] = [nbformat.v4.new_code_cell(src) for src in extra]
+    path = tmp_path / course.name
+    nbformat.write(nb, path)
+    return plan_notebook(course, read_notebook(path))[0]
+
+
+def _statements_in(tmp_path: Path) -> int:
+    return sum(statement_bound(c.source) for c in read_notebook(next(tmp_path.glob("*.ipynb"))).cells
+               if c.cell_type == "code")
+
+
+def test_a_notebook_at_the_statement_cap_is_planned(tmp_path: Path) -> None:
+    _planned(tmp_path, *_chain(10))
+    n = 10 + MAX_STATEMENTS - _statements_in(tmp_path)  # the notebook's own code counts too
+    plans = {p.exercise: p for p in _planned(tmp_path, *_chain(n))}
+    assert _statements_in(tmp_path) == MAX_STATEMENTS
+    plan = plans["masked_softmax"]
+    assert plan.status is None and not plan.notes
+    program = "\n".join(step.source for step in plan.program)
+    assert f"c{n - 1} = g(c{n - 2})" in program and "c0 = g(1)" in program  # the whole chain runs
+
+
+def test_a_notebook_over_the_statement_cap_is_refused_before_any_parsing(tmp_path: Path, monkeypatch) -> None:
+    _planned(tmp_path, *_chain(10))
+    n = 11 + MAX_STATEMENTS - _statements_in(tmp_path)
+
+    def no_parsing(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a notebook over the cap was parsed")
+
+    monkeypatch.setattr(submissions, "parse_cell", no_parsing)
+    monkeypatch.setattr(cells, "parse", no_parsing)
+    plans = _planned(tmp_path, *_chain(n))
+    assert {p.status for p in plans} == {"too_long"}
+    reason = plans[0].reason
+    assert f"{MAX_STATEMENTS + 1:,} lines of code" in reason and f"at most {MAX_STATEMENTS:,}" in reason
+    assert reason.startswith("02_masking.ipynb was not graded") and "hand this one in again" in reason
+
+
+def test_a_notebook_with_too_many_characters_of_code_is_refused(tmp_path: Path) -> None:
+    long_line = "data = [" + ", ".join(["1.0"] * (MAX_CODE_CHARS // 5)) + "]"  # one line, few statements
+    plans = _planned(tmp_path, [long_line], _answer("data"))
+    assert {p.status for p in plans} == {"too_long"}
+    assert "characters of code" in plans[0].reason and f"at most {MAX_CODE_CHARS:,}" in plans[0].reason
+
+
+def test_written_answers_of_a_notebook_too_long_to_plan_are_still_read(tmp_path: Path) -> None:
+    nb = notebook(INTERPRETATION.name)
+    nb.cells.insert(3, nbformat.v4.new_code_cell("\n".join(["x = 1"] * (MAX_STATEMENTS + 1))))
+    nbformat.write(nb, tmp_path / INTERPRETATION.name)
+    plans, answers = plan_notebook(INTERPRETATION, read_notebook(tmp_path / INTERPRETATION.name))
+    assert {p.status for p in plans} == {"too_long"}
+    assert [a.status for a in answers] == ["needs_manual_grading"]
