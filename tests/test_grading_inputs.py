@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import os
 import random
 import re
 import sys
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from grading_submissions import notebook
+from grading_submissions import SOLUTIONS, masking, notebook, write_learner
 
 from lessonlib import cli
 from lessonlib.exercises import cells
@@ -26,13 +28,14 @@ from lessonlib.exercises.cells import MAX_CODE_CHARS, MAX_STATEMENTS, slice_cell
 from lessonlib.grading import records as r
 from lessonlib.grading import submissions
 from lessonlib.grading.gradebook import write_gradebook
-from lessonlib.grading.lms import Unattributed
+from lessonlib.grading.gradescope import run_autograder
+from lessonlib.grading.lms import Unattributed, find_learners
 from lessonlib.grading.manual import Mark, read_manual, write_manual
 from lessonlib.grading.progress import Progress
 from lessonlib.grading.roster import lms_import_text, match, read_roster
 from lessonlib.grading.safe_text import FORMULA_STARTS, csv_cell, csv_value
 from lessonlib.grading.sandbox import Isolation, Limits
-from lessonlib.grading.submissions import CourseNotebook, course_notebooks, plan_notebook, read_notebook
+from lessonlib.grading.submissions import CourseNotebook, course_notebooks, discover, plan_notebook, read_notebook
 
 COURSES = course_notebooks()
 MASKING = next(c for c in COURSES if c.name == "02_masking.ipynb")
@@ -322,3 +325,95 @@ def test_cli_messages_escape_what_they_quote(tmp_path: Path, capsys: pytest.Capt
     assert cli.main(["grade", str(missing), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\\x1b[2Jgone: no such notebook or folder" in err
+
+
+# --- row 10: symbolic links are refused everywhere ----------------------------------------------------
+
+
+def _by_name(learners: list[submissions.Learner]) -> dict[str, submissions.Learner]:
+    return {lr.name: lr for lr in learners}
+
+
+def test_a_learner_folder_that_is_a_link_to_the_solutions_is_refused(tmp_path: Path) -> None:
+    """The red team's mallory -> solutions/ scored 28/28 and her feedback quoted the model answer."""
+    write_learner(tmp_path / "class" / "amy", masking())
+    (tmp_path / "class" / "mallory").symlink_to(SOLUTIONS, target_is_directory=True)
+    found = _by_name(find_learners([tmp_path / "class"], COURSES).learners)
+    assert found["mallory"].files == {}
+    assert found["mallory"].notes == ["mallory is a symbolic link; links are not followed, so it was not graded."]
+    assert list(found["amy"].files) == ["02_masking.ipynb"]
+
+
+def test_folder_and_file_arguments_that_are_links_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "mallory").symlink_to(SOLUTIONS, target_is_directory=True)
+    (tmp_path / "eve_02_masking.ipynb").symlink_to(SOLUTIONS / "02_masking.ipynb")
+    found = _by_name(find_learners([tmp_path / "mallory", tmp_path / "eve_02_masking.ipynb"], COURSES).learners)
+    assert found["mallory"].files == {} and "mallory is a symbolic link" in found["mallory"].notes[0]
+    assert found["eve_02_masking"].files == {} and "links are not followed" in found["eve_02_masking"].notes[0]
+
+
+def test_links_in_a_moodle_download_are_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "moodle"
+    write_learner(folder / "Bob Smith_1001_assignsubmission_file_", masking())
+    (folder / "Eve Evil_1002_assignsubmission_file_").symlink_to(SOLUTIONS, target_is_directory=True)
+    (folder / "Bob Smith_1001_assignsubmission_file_" / "03_position.ipynb").symlink_to(
+        SOLUTIONS / "03_position.ipynb")
+    (folder / "elsewhere").symlink_to(SOLUTIONS, target_is_directory=True)
+    found = find_learners([folder], COURSES)
+    learners = {lr.lms_id: lr for lr in found.learners}
+    assert learners["1002"].files == {} and "symbolic link" in learners["1002"].notes[0]
+    assert list(learners["1001"].files) == ["02_masking.ipynb"]
+    assert "03_position.ipynb is a symbolic link" in learners["1001"].notes[0]
+    assert [(u.path.name, u.reason) for u in found.unattributed] == [
+        ("elsewhere", "a symbolic link (links are not followed)")]
+
+
+def test_a_notebook_swapped_for_a_link_or_a_fifo_is_not_read(tmp_path: Path) -> None:
+    link = tmp_path / "02_masking.ipynb"
+    link.symlink_to(SOLUTIONS / "02_masking.ipynb")
+    assert read_notebook(link).problem == "it is a symbolic link, and links are not followed"
+    fifo = tmp_path / "03_position.ipynb"
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    assert read_notebook(fifo).problem == "it is not a regular file"
+    (learner,) = discover([tmp_path], COURSES)
+    assert learner.files == {}
+    assert sorted(learner.notes) == ["02_masking.ipynb is a symbolic link; links are not followed, so it was not "
+                                     "graded.", "03_position.ipynb is not a regular file; it was not graded."]
+
+
+def test_gradescope_says_which_files_it_left_out(tmp_path: Path) -> None:
+    (tmp_path / "submission" / "work").mkdir(parents=True)
+    (tmp_path / "submission" / "work" / "02_masking.ipynb").symlink_to(SOLUTIONS / "02_masking.ipynb")
+    results = json.loads(run_autograder(tmp_path).read_text())
+    assert results["score"] == 0
+    assert "work/02_masking.ipynb is a symbolic link; links are not followed" in results["output"]
+
+
+# --- row 11: answer cells by their tag, duplicated ids, every skipped file listed -------------------------
+
+
+def test_every_entry_of_a_learner_folder_that_is_not_graded_is_listed(tmp_path: Path) -> None:
+    folder = write_learner(tmp_path / "amy", {**masking(), ".03_position.ipynb": notebook("03_position.ipynb")})
+    (folder / "notes.txt").write_text("my notes\n")
+    (folder / ".ipynb_checkpoints").mkdir()
+    (folder / "old").mkdir()
+    (amy,) = discover([folder], COURSES)
+    assert list(amy.files) == ["02_masking.ipynb"]
+    assert sorted(amy.notes) == [
+        ".03_position.ipynb was not graded: its name starts with a dot, which hides it (rename it to have it "
+        "graded).",
+        ".ipynb_checkpoints was not graded: its name starts with a dot, which hides it.",
+        "notes.txt is not a notebook; it was not graded.",
+        "old/ is a folder; only the notebooks directly in the learner's folder are graded.",
+    ]
+
+
+def test_hidden_notebooks_in_an_lms_download_are_listed(tmp_path: Path) -> None:
+    folder = tmp_path / "moodle"
+    write_learner(folder / "Bob Smith_1001_assignsubmission_file_", {
+        **masking(), ".03_position.ipynb": notebook("03_position.ipynb")})
+    write_learner(folder, {".Eve_1002_assignsubmission_file_02_masking.ipynb": notebook("02_masking.ipynb")})
+    found = find_learners([folder], COURSES)
+    (bob,) = found.learners
+    assert any(note.startswith(".03_position.ipynb was not graded") for note in bob.notes)
+    assert [u.path.name for u in found.unattributed] == [".Eve_1002_assignsubmission_file_02_masking.ipynb"]

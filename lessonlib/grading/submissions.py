@@ -21,8 +21,11 @@ Nothing here runs learner code: sources are only parsed (``ast``), never execute
 from __future__ import annotations
 
 import ast
+import errno
 import json
+import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,14 +115,35 @@ def _text(value: object) -> str:
     raise ValueError("a cell source that is neither text nor a list of lines")
 
 
+def _read_regular_file(path: Path) -> bytes | str:
+    """The bytes of ``path``, or why they were not read: a symbolic link is not followed (O_NOFOLLOW),
+    and anything but a regular file (a FIFO would block forever) or a file past the size cap is refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "it is a symbolic link, and links are not followed"
+        raise
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return "it is not a regular file"
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            return (f"the file is {info.st_size / 2**20:.0f} MB, more than the {MAX_NOTEBOOK_BYTES // 2**20} MB "
+                    "a notebook may have")
+        return f.read(MAX_NOTEBOOK_BYTES + 1)
+
+
 def read_notebook(path: Path) -> Notebook:
     """Parse ``path`` as an nbformat-4 notebook; never raises, reports a problem instead."""
     try:
-        size = path.stat().st_size
-        if size > MAX_NOTEBOOK_BYTES:
-            return Notebook(path, problem=f"the file is {size / 2**20:.0f} MB, more than the "
-                                         f"{MAX_NOTEBOOK_BYTES // 2**20} MB a notebook may have")
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        raw = _read_regular_file(path)
+        if isinstance(raw, str):
+            return Notebook(path, problem=raw)
+        if len(raw) > MAX_NOTEBOOK_BYTES:  # it grew while it was read
+            return Notebook(path, problem=f"the file is more than the {MAX_NOTEBOOK_BYTES // 2**20} MB a notebook "
+                                         "may have")
+        data = json.loads(raw.decode("utf-8"))
     except json.JSONDecodeError as exc:
         return Notebook(path, problem=f"it is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
     except UnicodeDecodeError:
@@ -435,29 +459,56 @@ def add_notebook(learner: Learner, course: CourseNotebook, path: Path) -> None:
     learner.notes.append(f"Both {chosen.name} and {other.name} look like {course.name}; {chosen.name} was graded.")
 
 
-def _notebooks_in(folder: Path) -> list[Path]:
-    """Notebooks directly in ``folder`` (symbolic links excluded: they could point at the solutions)."""
-    return sorted(p for p in folder.glob("*.ipynb")
-                  if p.is_file() and not p.is_symlink() and not p.name.startswith("."))
+def link_note(path: Path) -> str:
+    """The note for a symbolic link met in a submission: never followed, since it could point anywhere
+    the grader can read (the solutions, another learner's folder)."""
+    return f"{path.name} is a symbolic link; links are not followed, so it was not graded."
+
+
+def skipped_note(path: Path) -> str | None:
+    """Why ``path``, found in a learner's folder, is not graded; None for a notebook file to grade."""
+    if path.is_symlink():
+        return link_note(path)
+    if path.name.startswith("."):
+        return (f"{path.name} was not graded: its name starts with a dot, which hides it"
+                + (" (rename it to have it graded)." if path.suffix == ".ipynb" else "."))
+    if path.is_dir():
+        return f"{path.name}/ is a folder; only the notebooks directly in the learner's folder are graded."
+    if path.suffix != ".ipynb":
+        return f"{path.name} is not a notebook; it was not graded."
+    if not path.is_file():
+        return f"{path.name} is not a regular file; it was not graded."
+    return None
 
 
 def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[Learner]:
-    """Learners and their notebooks from the SUBMISSION arguments, in a stable order."""
+    """Learners and their notebooks from the SUBMISSION arguments, in a stable order.
+
+    Symbolic links are never followed, whether given on the command line, as a learner's folder or
+    inside one: each is named in a note of the learner it would have belonged to. Every other
+    entry of a learner's folder that is not graded is named in a note too.
+    """
     learners: dict[str, Learner] = {}
+
+    def note(name: str, text: str) -> None:
+        learners.setdefault(name, Learner(name, "")).notes.append(text)
 
     def add_folder(folder: Path, name: str) -> None:
         learners.setdefault(name, Learner(name, ""))
-        for link in sorted(p for p in folder.glob("*.ipynb") if p.is_symlink()):
-            learners[name].notes.append(f"{link.name} is a symbolic link, not a notebook file; it was not graded.")
-        for path in _notebooks_in(folder):
-            course = match_course(path, courses)
-            if course is None:
-                learners[name].notes.append(f"{path.name} is not one of the exercise notebooks; it was not graded.")
+        for path in sorted(folder.iterdir()):
+            why = skipped_note(path)
+            course = None if why else match_course(path, courses)
+            if why:
+                note(name, why)
+            elif course is None:
+                note(name, f"{path.name} is not one of the exercise notebooks; it was not graded.")
             else:
                 _add(learners, name, course, path)
 
     for path in paths:
-        if path.is_file():
+        if path.is_symlink():  # a learner folder or notebook given as a link: refused like any other
+            note(path.stem if path.suffix == ".ipynb" else path.name, link_note(path))
+        elif path.is_file():
             course = match_course(path, courses)
             name = _learner_from_file(path, course)
             if course is None:
@@ -470,7 +521,9 @@ def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[L
                 add_folder(path, path.resolve().name)
             else:
                 for sub in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
-                    if any(sub.glob("*.ipynb")):
+                    if sub.is_symlink():  # a learner folder that is a link (to solutions/, say)
+                        note(sub.name, link_note(sub))
+                    elif any(sub.glob("*.ipynb")):
                         add_folder(sub, sub.name)
         else:
             raise FileNotFoundError(f"{path}: no such notebook or folder")
