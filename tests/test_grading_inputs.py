@@ -20,7 +20,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from grading_submissions import SOLUTIONS, masking, notebook, write_learner
+from grading_submissions import ANSWER_CELLS, SOLUTIONS, masking, notebook, write_learner
+from test_grading_hostile import load, run_cli
 
 from lessonlib import cli
 from lessonlib.exercises import cells
@@ -392,6 +393,48 @@ def test_gradescope_says_which_files_it_left_out(tmp_path: Path) -> None:
 # --- row 11: answer cells by their tag, duplicated ids, every skipped file listed -------------------------
 
 
+def _notebook_json(nb: nbformat.NotebookNode, path: Path) -> Path:
+    """Written as JSON, as a learner's file may be: nbformat would repair the duplicated ids."""
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+def _decoy_notebook() -> nbformat.NotebookNode:
+    """The masking notebook with, before the real (tagged) answer, an untagged cell carrying the same
+    id and a wrong answer: the decoy the red team saw graded."""
+    nb = notebook("02_masking.ipynb")
+    at = next(i for i, c in enumerate(nb.cells) if c.get("id") == ANSWER_CELLS["masked_softmax"])
+    decoy = nbformat.v4.new_code_cell("def masked_softmax(scores, allowed):\n    return scores * 0")
+    decoy["id"] = ANSWER_CELLS["masked_softmax"]
+    nb.cells.insert(at, decoy)
+    return nb
+
+
+def test_the_tagged_answer_cell_is_graded_and_a_duplicated_id_is_noted(tmp_path: Path) -> None:
+    path = _notebook_json(_decoy_notebook(), tmp_path / "02_masking.ipynb")
+    plans = {p.exercise: p for p in plan_notebook(MASKING, read_notebook(path))[0]}
+    plan = plans["masked_softmax"]
+    answer = next(step for step in plan.program if step.label == "answer")
+    assert "scores * 0" not in answer.source and "def masked_softmax" in answer.source
+    assert any(f"carry the answer cell's id `{ANSWER_CELLS['masked_softmax']}`, which should be unique" in note
+               for note in plan.notes), plan.notes
+    assert not plans["causal_mask"].notes  # the other exercises are untouched
+
+
+def test_of_several_tagged_answers_the_last_is_graded_as_check_sees_it(tmp_path: Path) -> None:
+    nb = notebook("02_masking.ipynb")
+    at = next(i for i, c in enumerate(nb.cells) if c.get("id") == ANSWER_CELLS["causal_mask"])
+    later = nbformat.v4.new_code_cell("def causal_mask(length):\n    return 'second version'",
+                                      metadata={"tags": ["answer"]})
+    nb.cells.insert(at + 1, later)
+    nb.cells[at]["id"] = "renamed-by-a-tool"
+    plan = {p.exercise: p for p in plan_notebook(MASKING, read_notebook(
+        _notebook_json(nb, tmp_path / "02_masking.ipynb")))[0]}["causal_mask"]
+    answer = next(step for step in plan.program if step.label == "answer")
+    assert "second version" in answer.source
+    assert "2 cells tagged `answer` define `causal_mask`" in plan.notes[0]
+
+
 def test_every_entry_of_a_learner_folder_that_is_not_graded_is_listed(tmp_path: Path) -> None:
     folder = write_learner(tmp_path / "amy", {**masking(), ".03_position.ipynb": notebook("03_position.ipynb")})
     (folder / "notes.txt").write_text("my notes\n")
@@ -417,3 +460,30 @@ def test_hidden_notebooks_in_an_lms_download_are_listed(tmp_path: Path) -> None:
     (bob,) = found.learners
     assert any(note.startswith(".03_position.ipynb was not graded") for note in bob.notes)
     assert [u.path.name for u in found.unattributed] == [".Eve_1002_assignsubmission_file_02_masking.ipynb"]
+
+
+# --- the attacks of rows 10 and 11 through the command, in one small batch ----------------------------------
+
+
+def test_links_decoys_and_hidden_files_through_the_command(tmp_path: Path) -> None:
+    subs, out = tmp_path / "submissions", tmp_path / "gradebook"
+    amy = write_learner(subs / "amy", {".01_scaling.ipynb": notebook("01_scaling.ipynb")})
+    _notebook_json(_decoy_notebook(), amy / "02_masking.ipynb")
+    (amy / "03_position.ipynb").symlink_to(SOLUTIONS / "03_position.ipynb")
+    (subs / "mallory").symlink_to(SOLUTIONS, target_is_directory=True)
+    (tmp_path / "eve_04_cost.ipynb").symlink_to(SOLUTIONS / "04_cost.ipynb")
+    run_cli([subs, tmp_path / "eve_04_cost.ipynb"], out, "--workers", "1")
+    data, rows = load(out)
+    learners = {lr["learner"]: lr for lr in data["learners"]}
+    for name in ("mallory", "eve_04_cost"):
+        assert learners[name]["points"] == 0
+        assert {g["status"] for g in learners[name]["exercises"]} == {"not_submitted"}
+        feedback = (out / "feedback" / f"{name}.md").read_text()
+        assert "links are not followed" in feedback and "Model answer" not in feedback
+    grades = {g["exercise"]: g for g in learners["amy"]["exercises"]}
+    assert grades["masked_softmax"]["status"] == "passed", grades["masked_softmax"]["reason"]
+    assert grades["sinusoidal_positions"]["status"] == "not_submitted"  # the link was not followed
+    feedback = (out / "feedback" / "amy.md").read_text()
+    for shown in ("which should be unique", ".01_scaling.ipynb was not graded",
+                  "03_position.ipynb is a symbolic link; links are not followed"):
+        assert shown in feedback, shown

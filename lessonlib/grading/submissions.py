@@ -6,7 +6,7 @@ notebook's own name removed (``alice_02_masking.ipynb`` is alice's ``02_masking.
 
 Which learner code runs for exercise ``f`` of a notebook, in notebook order:
 
-- the answer cell of ``f`` (tagged ``answer``, or with the released answer cell's id), in full;
+- the answer cell of ``f`` (tagged ``answer``, else with the released answer cell's id), in full;
 - from every other code cell, its *definitions* (imports, ``def``, ``class`` and assignments of
   constants) and every statement that defines or changes a name the answer uses, directly or
   through the helpers it calls (``SCALE = np.sqrt(8)`` read by a helper). Other calls are left
@@ -285,18 +285,34 @@ def too_long(notebook: Notebook) -> str:
 
 def _find_answer(name: str, released_id: str | None, parsed: list[tuple[Cell, ast.Module | str]]
                  ) -> tuple[Cell | None, ast.Module | str | None, str]:
-    """The answer cell of exercise ``name``, its tree (or parse error), and a note or a reason."""
-    by_id = next(((c, t) for c, t in parsed if released_id and c.id == released_id), None)
+    """The answer cell of exercise ``name``, its tree (or parse error), and a note or a reason.
+
+    The cell tagged ``answer`` that defines ``name`` is graded; when several do, the one with the
+    released cell's id, else the last (running the notebook top to bottom leaves its definition, as
+    ``check`` sees it). Without such a cell, the cell with the released id; without that, any cell
+    that defines ``name``. Cell ids should be unique; a duplicated answer id is noted, since a copy
+    of the cell (a decoy, or an old version) would otherwise decide silently what is graded.
+    """
+    with_id = [(c, t) for c, t in parsed if released_id and c.id == released_id]
+    duplicated = (f"{len(with_id)} cells ({', '.join(f'cell {c.index + 1}' for c, _ in with_id)}) carry the answer "
+                  f"cell's id `{released_id}`, which should be unique" if len(with_id) > 1 else "")
+    tagged = [(c, t) for c, t in parsed
+              if ANSWER_TAG in c.tags and isinstance(t, ast.Module) and name in bound_names(t)]
+    chosen = [(c, t) for c, t in tagged if c.id == released_id][-1:] or tagged[-1:]
+    if chosen:
+        cell, tree = chosen[0]
+        notes = [f"{duplicated}; cell {cell.index + 1}, tagged `{ANSWER_TAG}`, was graded."] if duplicated else []
+        if len(tagged) > 1:
+            notes.append(f"{len(tagged)} cells tagged `{ANSWER_TAG}` define `{name}` "
+                         f"({', '.join(f'cell {c.index + 1}' for c, _ in tagged)}); cell {cell.index + 1} was graded.")
+        return cell, tree, " ".join(notes)
+    by_id = next(((c, t) for c, t in with_id if isinstance(t, ast.Module) and name in bound_names(t)), None)
+    by_id = by_id or (with_id[0] if with_id else None)
     if by_id is not None:
         cell, tree = by_id
         if isinstance(tree, str) or name in bound_names(tree):
-            return cell, tree, ""
-    tagged = [(c, t) for c, t in parsed
-              if ANSWER_TAG in c.tags and isinstance(t, ast.Module) and name in bound_names(t)]
-    if tagged:
-        return tagged[0][0], tagged[0][1], ""
-    if by_id is not None:
-        defines = sorted(bound_names(by_id[1]) - {"np", "math", "numpy"}) if isinstance(by_id[1], ast.Module) else []
+            return cell, tree, (f"{duplicated}; cell {cell.index + 1} was graded." if duplicated else "")
+        defines = sorted(bound_names(tree) - {"np", "math", "numpy"})
         what = f"it defines {', '.join(f'`{d}`' for d in defines)}" if defines else "it defines nothing"
         return None, None, (f"The answer cell no longer defines `{name}` ({what}): the function must keep "
                             "its name for the grader to find it.")
@@ -378,9 +394,12 @@ def _plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[l
 
 
 def _manual_answer(question: ManualQuestion, notebook: Notebook) -> ManualAnswer:
-    cell = next((c for c in notebook.cells if c.id == question.cell_id), None)
-    if cell is None:
-        cell = next((c for c in notebook.cells if c.cell_type == "markdown" and "manual" in c.tags), None)
+    """The written answer: the markdown cell tagged ``manual`` with the question's id, else the cell
+    with that id, else the first cell tagged ``manual`` (by its tag first, as for exercises)."""
+    tagged = [c for c in notebook.cells if c.cell_type == "markdown" and "manual" in c.tags]
+    cell = (next((c for c in tagged if c.id == question.cell_id), None)
+            or next((c for c in notebook.cells if c.id == question.cell_id), None)
+            or next(iter(tagged), None))
     if cell is None:
         return ManualAnswer(question, None, MISSING_ANSWER, "The cell for the written answer is missing (deleted?).")
     text = cell.source.strip()
