@@ -105,6 +105,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     from lessonlib.grading.manual import MANUAL_FILE, ManualError, read_manual
     from lessonlib.grading.progress import Progress
     from lessonlib.grading.roster import RosterError, read_roster
+    from lessonlib.grading.safe_text import printable
 
     settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
                              workers=args.workers, seed=args.seed, isolation=args.isolation)
@@ -120,15 +121,15 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     if roster_path is not None:
         try:
             roster = read_roster(roster_path, assignment)
-        except RosterError as exc:
-            print(f"lessonlib grade: {exc}", file=sys.stderr)
+        except RosterError as exc:  # it may quote the roster's columns
+            print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
             return 2
     progress = Progress(quiet=args.quiet)
     try:
         batch = grade(args.submissions, settings, reporter=progress)
     except GradingError as exc:
         progress.close()
-        print(f"lessonlib grade: {exc}", file=sys.stderr)
+        print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
         return 2
     except Interrupted:
         progress.close()
@@ -139,7 +140,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     try:
         marks = read_manual(settings.out / MANUAL_FILE, batch.results)
     except ManualError as exc:
-        print(f"lessonlib grade: {exc}", file=sys.stderr)
+        print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
         print("lessonlib grade: nothing was rewritten (every automatic grade is saved); correct manual.csv and "
               "run the same command again", file=sys.stderr)
         return 2
@@ -156,16 +157,16 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     pending = sum(1 for res in batch.results for g in res.exercises if g.status == "needs_manual_grading")
     print(f"written answers: {graded_by_hand} graded in manual.csv, {max(pending - graded_by_hand, 0)} still to grade")
     for item in batch.unattributed:
-        print(f"not attributed to any learner: {item.path} ({item.reason})", file=sys.stderr)
+        print(printable(f"not attributed to any learner: {item.path} ({item.reason})"), file=sys.stderr)
     if roster is not None:
         column = f"new column {roster.column!r}" if roster.new_column else f"column {roster.column!r}"
         print(f"wrote {settings.out / 'lms-import.csv'} for {roster.kind.capitalize()} ({column})")
         for note in roster.notes:
-            print(f"note: {note}")
+            print(printable(f"note: {note}"))
         for name in written.missing:
-            print(f"missing: {name} is in the roster but handed nothing in (0 points)")
+            print(printable(f"missing: {name} is in the roster but handed nothing in (0 points)"))
         for key in written.not_in_roster:
-            print(f"not in the roster: {key} (graded, but not in lms-import.csv)", file=sys.stderr)
+            print(printable(f"not in the roster: {key} (graded, but not in lms-import.csv)"), file=sys.stderr)
     return 0
 
 

@@ -45,16 +45,35 @@ MAX_OPERATORS = 20_000
 MAX_DEPTH = 200
 _OPERATOR_CHARACTER = re.compile(r"[-+*/%@&|^~<>.=!(\[{]")
 
+# Bounds on a whole notebook's code, checked before any of it is parsed (too_much_code). The grader
+# plans every exercise in the grading process itself, before any limit applies, slicing the whole
+# notebook once per exercise; the slicer's work grows linearly with the code, and these bounds keep it
+# well under a second per exercise on the worst cases of benchmarks/planning.py. The exercise
+# notebooks hold about 50 lines and 3,000 characters of code.
+MAX_STATEMENTS = 2_500
+MAX_CODE_CHARS = 128 * 1024
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """The direct children of ``node``, as ``ast.iter_child_nodes`` gives them, at a third of its cost."""
+    found: list[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            found.append(value)
+        elif isinstance(value, list):
+            found += [item for item in value if isinstance(item, ast.AST)]
+    return found
+
 
 def _deeper_than(tree: ast.AST, limit: int) -> bool:
     """True when some node of ``tree`` lies more than ``limit`` levels below its root (no recursion)."""
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return False
+    level = [tree]
+    for _ in range(limit):
+        level = [child for node in level for child in _children(node)]
+        if not level:
+            return False
+    return True
 
 
 def parse(source: str) -> ast.Module:
@@ -70,6 +89,29 @@ def parse(source: str) -> ast.Module:
     if _deeper_than(tree, MAX_DEPTH):
         raise too_deep
     return tree
+
+
+def statement_bound(source: str) -> int:
+    """An upper bound on the statements in ``source``, found without parsing it: its lines of code
+    (neither blank nor only a comment), plus one for every ``;`` (``a; b`` is two statements)."""
+    lines = sum(1 for line in source.split("\n") if line.strip() and not line.lstrip().startswith("#"))
+    return lines + source.count(";")
+
+
+def too_much_code(sources: Sequence[str]) -> str:
+    """Why a notebook whose code cells are ``sources`` is too long to analyse, or "" when it is not.
+
+    Cheap by design (no parsing): it is asked before anything else is done with the code.
+    """
+    chars = sum(len(s) for s in sources)
+    if chars > MAX_CODE_CHARS:
+        return (f"its code cells hold {chars:,} characters of code, and the grader analyses at most "
+                f"{MAX_CODE_CHARS:,} in one notebook")
+    statements = sum(statement_bound(s) for s in sources)
+    if statements > MAX_STATEMENTS:
+        return (f"its code cells hold {statements:,} lines of code (`a; b` counts as two), and the grader "
+                f"analyses at most {MAX_STATEMENTS:,} in one notebook")
+    return ""
 
 
 def python_source(source: str) -> str:
@@ -142,9 +184,13 @@ def _changes(node: ast.stmt) -> set[str]:
         if isinstance(expr, ast.Name):
             names.add(expr.id)
 
-    def visit(n: ast.AST) -> None:
+    stack: list[ast.AST] = [node]
+    while stack:  # a loop, not recursion: a statement may be large
+        n = stack.pop()
+        if isinstance(n, (ast.Name, ast.Constant)):
+            continue  # a leaf (most nodes are): nothing below it changes anything
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            return  # a body runs later, if at all
+            continue  # a body runs later, if at all
         targets: list[ast.expr] = []
         if isinstance(n, ast.Assign):
             targets = n.targets
@@ -155,19 +201,22 @@ def _changes(node: ast.stmt) -> set[str]:
         for t in targets:
             if isinstance(t, (ast.Attribute, ast.Subscript)):
                 add_base(t)
-        for child in ast.iter_child_nodes(n):
-            visit(child)
-
-    visit(node)
+        stack += _children(n)
     return names
 
 
 def uses(source: str) -> set[str]:
     """Global names a piece of code reads: at its top level, and inside its functions and classes."""
+    found = _table_uses(source)
+    return set() if found is None else found
+
+
+def _table_uses(source: str) -> set[str] | None:
+    """:func:`uses`, or None when ``source`` has no symbol table (it does not compile)."""
     try:
         table = symtable.symtable(source, "<cell>", "exec")
     except (SyntaxError, ValueError, RecursionError):
-        return set()
+        return None
     names: set[str] = set()
 
     def visit(t: symtable.SymbolTable, top: bool) -> None:
@@ -181,7 +230,7 @@ def uses(source: str) -> set[str]:
     return names - BUILTIN_NAMES
 
 
-@dataclass
+@dataclass(eq=False)
 class _Statement:
     cell: int
     node: ast.stmt
@@ -189,9 +238,19 @@ class _Statement:
     last: int
     binds: set[str]
     changes: set[str]
-    uses: set[str]
     definition: bool
     refused: str = ""  # why it must not run, even when needed
+    text: str | None = None  # its own source, when the cell's line numbers can be trusted
+    _uses: set[str] | None = None
+
+    @property
+    def uses(self) -> set[str]:
+        """Global names the statement reads; worked out when first asked, since only statements the
+        answer reaches need them. Read from its own source (unparsing the tree costs more)."""
+        if self._uses is None:
+            found = _table_uses(self.text) if self.text is not None else None
+            self._uses = found if found is not None else uses(ast.unparse(self.node))
+        return self._uses
 
 
 @dataclass
@@ -207,14 +266,38 @@ class Slice:
     needed: set[str] = field(default_factory=set)
 
 
+def _segment(lines: Sequence[str], encoded: dict[int, bytes], node: ast.stmt, first: int, last: int) -> str:
+    """The source text of a top-level statement that spans ``lines[first:last + 1]``.
+
+    Column offsets count UTF-8 bytes: a line that is not ASCII is encoded once (``encoded``), not
+    once per statement on it. A decorated definition starts at its first decorator, in column 0.
+    """
+    def cut(n: int, start: int, end: int | None) -> str:
+        line = lines[n]
+        if line.isascii():
+            return line[start:end]
+        if n not in encoded:
+            encoded[n] = line.encode("utf-8")
+        return encoded[n][start:end].decode("utf-8", "replace")
+
+    start = node.col_offset if first == node.lineno - 1 else 0
+    end = node.end_col_offset
+    if first == last:
+        return cut(first, start, end)
+    return "\n".join([cut(first, start, None), *lines[first + 1:last], cut(last, 0, end)])
+
+
 def _statements(index: int, source: str, tree: ast.Module, refused_names: Mapping[str, str]) -> list[_Statement]:
     out = []
+    lines = source.split("\n")
+    encoded: dict[int, bytes] = {}
+    trusted = "\r" not in source and "\f" not in source  # ast counts a lone \r as a line break; split does not
     for node in tree.body:
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
         last = (node.end_lineno or node.lineno) - 1
         bound = binds(node)
-        s = _Statement(index, node, first, last, bound, _changes(node) - bound, uses(ast.unparse(node)),
-                       is_definition(node))
+        text = _segment(lines, encoded, node, first, last) if trusted and node.end_col_offset is not None else None
+        s = _Statement(index, node, first, last, bound, _changes(node) - bound, is_definition(node), text=text)
         if isinstance(node, (ast.Import, ast.ImportFrom)) and is_drawing_import(node):
             s.refused = "it imports a plotting or widget library, which the grader does not load"
         elif isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
@@ -239,13 +322,14 @@ def is_definition(node: ast.stmt) -> bool:
 
 def slice_cells(
     cells: Sequence[str], answer: int, exercise: str, owners: Mapping[str, int] | None = None,
-    labels: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None, parsed: Mapping[int, ast.Module] | None = None,
 ) -> Slice:
     """What to run of ``cells`` (code cell sources, in notebook order) for the answer in ``cells[answer]``.
 
     owners: each exercise's name -> the index of its own answer cell (``exercise`` itself maps to
     ``answer``); a statement elsewhere that binds one of those names is never run. labels: how
-    notes name the cells (default "cell 1", "cell 2", ...).
+    notes name the cells (default "cell 1", "cell 2", ...). parsed: trees of cells already parsed
+    (``parse(python_source(cell))``), so that a caller slicing one notebook per exercise parses it once.
     """
     labels = list(labels) if labels is not None else [f"cell {i + 1}" for i in range(len(cells))]
     owners = dict(owners or {})
@@ -254,6 +338,9 @@ def slice_cells(
     trees: dict[int, ast.Module] = {}
     broken: list[int] = []
     for i, src in enumerate(sources):
+        if parsed is not None and i in parsed:
+            trees[i] = parsed[i]
+            continue
         try:
             trees[i] = parse(src)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -272,21 +359,12 @@ def slice_cells(
         s.changes -= modules
     answer_binds = set().union(*(binds(n) for n in trees[answer].body)) if trees[answer].body else set()
     needed = uses(sources[answer]) - answer_binds
-    chosen: set[int] = set()  # positions in ``statements`` reached from the answer
-    frontier = set(needed)
-    while frontier:
-        more: set[str] = set()
-        for k, s in enumerate(statements):
-            if k not in chosen and not s.refused and (s.binds | s.changes) & frontier:
-                chosen.add(k)
-                more |= s.uses - needed
-        needed |= more
-        frontier = more
+    chosen = _reached(statements, needed)
     result.needed = needed
-    run = [k for k, s in enumerate(statements) if not s.refused and (k in chosen or s.definition)]
-    by_cell: dict[int, list[_Statement]] = {}
-    for k in run:
-        by_cell.setdefault(statements[k].cell, []).append(statements[k])
+    run = {k for k, s in enumerate(statements) if not s.refused and (k in chosen or s.definition)}
+    by_cell: dict[int, list[int]] = {}  # cell -> its statements' positions, in order
+    for k, s in enumerate(statements):
+        by_cell.setdefault(s.cell, []).append(k)
     provided = set(answer_binds)
     for i in trees:
         if i == answer:
@@ -295,14 +373,13 @@ def slice_cells(
         lines = sources[i].split("\n")
         keep = [False] * len(lines)
         drop = [False] * len(lines)
-        kept_here = by_cell.get(i, [])
-        for s in statements:
-            if s.cell != i:
-                continue
-            mark = keep if s in kept_here else drop
+        here = by_cell.get(i, [])
+        for k in here:
+            s = statements[k]
+            mark = keep if k in run else drop
             for n in range(s.first, s.last + 1):
                 mark[n] = True
-        for s in kept_here:
+        for s in (statements[k] for k in here if k in run):
             if any(drop[n] for n in range(s.first, s.last + 1)):
                 if (s.binds | s.changes) & needed:
                     result.notes.append(
@@ -313,16 +390,43 @@ def slice_cells(
         text = "\n".join(line if keep[n] and not drop[n] else "" for n, line in enumerate(lines))
         if text.strip():
             result.kept[i] = text
-    for name in sorted(needed - provided - BUILTIN_NAMES):
-        result.notes.append(_missing_note(name, exercise, statements, labels, broken))
+    missing = sorted(needed - provided - BUILTIN_NAMES)
+    last_binder = {name: s for s in statements for name in s.binds} if missing else {}
+    for name in missing:
+        result.notes.append(_missing_note(name, exercise, last_binder.get(name), labels, broken))
     return result
 
 
-def _missing_note(name: str, exercise: str, statements: Sequence[_Statement], labels: Sequence[str],
+def _reached(statements: Sequence[_Statement], needed: set[str]) -> set[int]:
+    """Positions of the runnable statements that bind or change a name in ``needed``, following
+    what they use in turn; ``needed`` grows to every name reached.
+
+    Each name is looked up once in an index of the statements by the names they bind or change,
+    so the work grows with the notebook's size, not with its square.
+    """
+    providers: dict[str, list[int]] = {}
+    for k, s in enumerate(statements):
+        if not s.refused:
+            for name in s.binds | s.changes:
+                providers.setdefault(name, []).append(k)
+    chosen: set[int] = set()
+    frontier = list(needed)
+    while frontier:
+        for k in providers.get(frontier.pop(), ()):
+            if k in chosen:
+                continue
+            chosen.add(k)
+            for name in statements[k].uses - needed:
+                needed.add(name)
+                frontier.append(name)
+    return chosen
+
+
+def _missing_note(name: str, exercise: str, binder: _Statement | None, labels: Sequence[str],
                   broken: Sequence[int]) -> str:
-    where = [s for s in statements if name in s.binds]
-    if where:
-        s = where[-1]
+    """Why the answer lacks ``name``: the statement that defines it and why it is not run, if any."""
+    if binder is not None:
+        s = binder
         return (f"`{exercise}` uses `{name}`, defined in {labels[s.cell]} (line {s.first + 1}) by a statement "
                 f"the grader does not run: {s.refused}.")
     if name in JUPYTER_NAMES:

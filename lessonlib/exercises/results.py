@@ -30,6 +30,7 @@ class Status(str, Enum):
     GRADED_BY_HAND = "graded_by_hand"  # a written answer once its points are given in manual.csv
     NOT_SUBMITTED = "not_submitted"  # no such notebook handed in
     MALFORMED = "malformed"  # the notebook file could not be read as a notebook
+    TOO_LONG = "too_long"  # the notebook holds more code than the grader analyses
     MISSING_ANSWER = "missing_answer"  # the answer cell was deleted, or no longer defines the function
     CELL_ERROR = "cell_error"  # the answer cell does not parse, or raised before defining it
     TIMEOUT = "timeout"  # past the CPU-time or wall-clock allowance

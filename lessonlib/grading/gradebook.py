@@ -26,6 +26,7 @@ from lessonlib.grading.files import atomic_write_json, atomic_write_text
 from lessonlib.grading.lms import Unattributed
 from lessonlib.grading.manual import Mark, apply_marks, write_manual
 from lessonlib.grading.roster import Roster, match, write_lms_import
+from lessonlib.grading.safe_text import csv_row
 from lessonlib.grading.sandbox import Isolation, Limits
 
 GRADES_COLUMNS = ("learner", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
@@ -41,10 +42,11 @@ def _num(x: float | None) -> str:
 
 
 def _csv(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """CSV text whose cells a spreadsheet never runs as formulas (names come from learners and the LMS)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
-    writer.writerows(rows)
+    writer.writerows(csv_row(row) for row in rows)
     return buffer.getvalue()
 
 

@@ -143,20 +143,31 @@ def run_autograder(root: Path, *, timeout: float = 10.0, memory_mb: int = 1024) 
     with tempfile.TemporaryDirectory(prefix="lessonlib-gradescope-") as tmp:
         learner = Path(tmp) / "submission"
         learner.mkdir()
+        skipped = []  # said in the output: nothing handed in is left out in silence
         for notebook in sorted((root / "submission").rglob("*.ipynb")):
-            if notebook.is_file() and not notebook.is_symlink() and ".ipynb_checkpoints" not in notebook.parts:
+            shown = notebook.relative_to(root / "submission")
+            if ".ipynb_checkpoints" in notebook.parts:
+                continue  # Jupyter's automatic copies of the notebooks themselves
+            if notebook.is_symlink():
+                skipped.append(f"{shown} is a symbolic link; links are not followed, so it was not graded.")
+            elif not notebook.is_file():
+                skipped.append(f"{shown} is not a regular file; it was not graded.")
+            elif (learner / notebook.name).exists():
+                skipped.append(f"{shown} has the same name as a notebook in another folder; only the first, in "
+                               "sorted order, was graded.")
+            else:
                 shutil.copyfile(notebook, learner / notebook.name)
         settings = GradeSettings(out=Path(tmp) / "gradebook", timeout=timeout, memory_mb=memory_mb, workers=1)
         try:
             batch = grade([learner], settings)
         except GradingError as exc:
-            atomic_write_json(results_path, {"score": 0.0, "output": f"The submission could not be graded: {exc}",
-                                             "tests": []})
+            atomic_write_json(results_path, {"score": 0.0, "tests": [], "output": "\n\n".join(
+                [f"The submission could not be graded: {exc}"] + [f"Note: {note}" for note in skipped])})
             return results_path
     result = batch.results[0]
     isolation = batch.isolation
     output = [f"Automatic checks: {result.auto_points:g} / {result.auto_max_points:g} points."]
-    output += [f"Note: {note}" for note in result.notes]
+    output += [f"Note: {note}" for note in skipped + result.notes]
     data = {
         "score": result.auto_points,
         "output": "\n\n".join(output),

@@ -23,7 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lessonlib.grading.submissions import CourseNotebook, Learner, add_notebook, assign_keys, discover, match_course
+from lessonlib.grading.submissions import (
+    CourseNotebook,
+    Learner,
+    add_notebook,
+    assign_keys,
+    discover,
+    link_note,
+    match_course,
+    skipped_note,
+)
 
 CANVAS_FILE = re.compile(r"^(?P<name>[^_]+)(?P<late>_LATE)?_(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?$")
@@ -52,9 +61,16 @@ def _visible(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
 
 
+def _hidden_notebooks(folder: Path) -> list[Unattributed]:
+    """Notebooks of an LMS download whose names start with a dot: no LMS names a file so, so they
+    name no learner; listed rather than skipped in silence."""
+    return [Unattributed(p, "a hidden file (its name starts with a dot), not named as the LMS names submissions")
+            for p in sorted(folder.glob(".*.ipynb"))]
+
+
 def layout(folder: Path) -> str | None:
-    """"canvas" or "moodle" when ``folder`` is that LMS's bulk download, else None."""
-    entries = _visible(folder)
+    """"canvas" or "moodle" when ``folder`` is that LMS's bulk download, else None (links are not looked into)."""
+    entries = [p for p in _visible(folder) if not p.is_symlink()]
     if any(p.is_file() and p.suffix == ".ipynb" and CANVAS_FILE.match(p.stem) for p in entries):
         return "canvas"
     if any(p.is_dir() and MOODLE_FOLDER.match(p.name) for p in entries) or any(
@@ -90,11 +106,9 @@ def _attribute(entries: dict[str, _Entry], lms_id: str, name: str, path: Path, o
     entry = entries.setdefault(lms_id, _Entry(Learner(name, "", lms_id=lms_id)))
     learner = entry.learner
     learner.late = learner.late or late
-    if path.is_symlink():
-        learner.notes.append(f"{path.name} is a symbolic link, not a notebook file; it was not graded.")
-        return
-    if path.suffix != ".ipynb":
-        learner.notes.append(f"{path.name} is not a notebook; it was not graded.")
+    why = skipped_note(path)
+    if why:  # a link, a hidden file, a folder, not a notebook, not a regular file
+        learner.notes.append(why)
         return
     stem, number = _version(Path(original).stem, courses)
     course = match_course(path, courses, stem)
@@ -124,6 +138,7 @@ def _settle(entry: _Entry, courses: Sequence[CourseNotebook]) -> Learner:
 
 def _read_canvas(folder: Path, courses: Sequence[CourseNotebook], entries: dict[str, _Entry],
                  unattributed: list[Unattributed]) -> None:
+    unattributed += _hidden_notebooks(folder)
     for path in _visible(folder):
         match = CANVAS_FILE.match(path.stem) if path.is_file() or path.is_symlink() else None
         if match is None:
@@ -137,10 +152,20 @@ def _read_canvas(folder: Path, courses: Sequence[CourseNotebook], entries: dict[
 
 def _read_moodle(folder: Path, courses: Sequence[CourseNotebook], entries: dict[str, _Entry],
                  unattributed: list[Unattributed]) -> None:
+    unattributed += _hidden_notebooks(folder)
     for path in _visible(folder):
+        if path.is_symlink():  # a learner's folder or file as a link: the learner it names gets a note
+            match = MOODLE_FOLDER.match(path.name) or MOODLE_FILE.match(path.name)
+            if match is None:
+                unattributed.append(Unattributed(path, "a symbolic link (links are not followed)"))
+            else:
+                key = f"moodle:{match['id']}"
+                entries.setdefault(key, _Entry(Learner(match["name"], "", lms_id=key))).learner.notes.append(
+                    link_note(path))
+            continue
         if path.is_dir():
             match = MOODLE_FOLDER.match(path.name)
-            files = _visible(path)
+            files = sorted(path.iterdir()) if match else _visible(path)  # a learner's hidden files get a note
             if match is None:
                 unattributed += [Unattributed(f, "in a folder not named as Moodle names submissions "
                                                  "(Full Name_id_assignsubmission_file_)") for f in files]
@@ -149,8 +174,8 @@ def _read_moodle(folder: Path, courses: Sequence[CourseNotebook], entries: dict[
                 continue
             key = f"moodle:{match['id']}"
             entries.setdefault(key, _Entry(Learner(match["name"], "", lms_id=key)))
-            for file in files:
-                if file.is_dir():
+            for file in files:  # links and hidden entries go to _attribute, which notes them for the learner
+                if file.is_dir() and not file.is_symlink() and not file.name.startswith("."):
                     unattributed.append(Unattributed(file, "a folder inside a Moodle submission folder"))
                     continue
                 _attribute(entries, key, match["name"], file, file.name, courses)
@@ -171,13 +196,15 @@ def find_learners(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> F
     plain: list[Path] = []
     expanded: list[Path] = []
     for path in paths:  # a folder holding an LMS download (and perhaps learner folders): look inside
-        subs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")) if path.is_dir() else []
-        if subs and layout(path) is None and not any(path.glob("*.ipynb")) and any(layout(s) for s in subs):
-            expanded += subs
+        folder = path.is_dir() and not path.is_symlink()
+        subs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")) if folder else []
+        real = [s for s in subs if not s.is_symlink()]
+        if real and layout(path) is None and not any(path.glob("*.ipynb")) and any(layout(s) for s in real):
+            expanded += subs  # a link among them is refused, with a note, by discover
         else:
             expanded.append(path)
     for path in expanded:
-        kind = layout(path) if path.is_dir() else None
+        kind = layout(path) if path.is_dir() and not path.is_symlink() else None
         if kind == "canvas":
             _read_canvas(path, courses, entries, unattributed)
         elif kind == "moodle":

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_text
+from lessonlib.grading.safe_text import csv_row, csv_value
 
 MANUAL_FILE = "manual.csv"
 MANUAL_COLUMNS = ("learner", "lms_id", "notebook", "exercise", "rubric", "points", "max_points", "comment")
@@ -73,8 +74,9 @@ def read_manual(path: Path, results: Sequence[r.LearnerResult]) -> dict[tuple[st
     learners = {res.key: res for res in results}
     marks: dict[tuple[str, str], Mark] = {}
     problems: list[str] = []
-    for row in reader:
+    for raw in reader:
         line = reader.line_num
+        row = {k: csv_value(v) if isinstance(v, str) else v for k, v in raw.items()}  # as written: see safe_text
         learner, exercise = (row.get("learner") or "").strip(), (row.get("exercise") or "").strip()
         result = learners.get(learner)
         if result is None:
@@ -145,7 +147,7 @@ def write_manual(out: Path, results: Sequence[r.LearnerResult], marks: dict[tupl
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(MANUAL_COLUMNS)
-    writer.writerows(manual_rows(results, marks))
+    writer.writerows(csv_row(row) for row in manual_rows(results, marks))
     path = Path(out) / MANUAL_FILE
     atomic_write_text(path, buffer.getvalue())
     return path

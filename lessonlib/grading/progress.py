@@ -1,4 +1,8 @@
-"""The progress display of ``lessonlib grade``: one status line on a terminal, a line per learner otherwise."""
+"""The progress display of ``lessonlib grade``: one status line on a terminal, a line per learner otherwise.
+
+Learner names come from folder names and the LMS: they are shown through ``printable``, so that a
+name holding an escape sequence cannot rewrite or clear the instructor's terminal.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import TextIO
 
 from lessonlib.grading import records as r
 from lessonlib.grading.batch import GradeSettings, Reporter
+from lessonlib.grading.safe_text import printable
 from lessonlib.grading.sandbox import Isolation
 
 
@@ -39,7 +44,7 @@ class Progress(Reporter):
         width = 24
         filled = int(width * self.finished / max(self.total, 1))
         elapsed = int(time.perf_counter() - self.started)
-        now = ", ".join(self.running_now[:3]) + (" ..." if len(self.running_now) > 3 else "")
+        now = ", ".join(printable(n) for n in self.running_now[:3]) + (" ..." if len(self.running_now) > 3 else "")
         self.stream.write(f"\r\033[K[{'#' * filled}{'.' * (width - filled)}] {self.finished}/{self.total}"
                           f"  {elapsed // 60}:{elapsed % 60:02d}" + (f"  grading {now}" if now else ""))
         self.stream.flush()
@@ -76,9 +81,9 @@ class Progress(Reporter):
             if result.learner in self.running_now:
                 self.running_now.remove(result.learner)
             if not self.quiet:
-                flagged = ", ".join(f"{g.exercise} {g.status}" for g in result.flagged)
+                flagged = printable(", ".join(f"{g.exercise} {g.status}" for g in result.flagged))
                 timing = "saved earlier" if resumed else f"{result.seconds:.1f} s"
-                self._line(f"[{self.finished:>{len(str(self.total))}}/{self.total}] {result.learner}: "
+                self._line(f"[{self.finished:>{len(str(self.total))}}/{self.total}] {printable(result.learner)}: "
                            f"{result.points:g}/{result.max_points:g} points ({timing})"
                            + (f"  flagged: {flagged}" if flagged else ""))
             self._bar()

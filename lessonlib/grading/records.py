@@ -9,6 +9,7 @@ needs_manual_grading      a written answer, copied into the feedback for a perso
 graded_by_hand            a written answer whose points were given in manual.csv
 not_submitted             the learner handed in no such notebook
 malformed                 the notebook file could not be read as a notebook
+too_long                  the notebook holds more code than the grader analyses (not run)
 missing_answer            the answer cell was deleted, or no longer defines the function
 cell_error                the answer cell does not parse, or raised before defining it
 timeout                   the answer ran past its CPU-time or wall-clock allowance
@@ -36,11 +37,13 @@ NOT_SUBMITTED, MALFORMED, MISSING_ANSWER = Status.NOT_SUBMITTED, Status.MALFORME
 CELL_ERROR, TIMEOUT, MEMORY, PROCESS_LIMIT = Status.CELL_ERROR, Status.TIMEOUT, Status.MEMORY, Status.PROCESS_LIMIT
 EXITED, CRASHED, TOO_LARGE, USES_LESSONLIB = Status.EXITED, Status.CRASHED, Status.TOO_LARGE, Status.USES_LESSONLIB
 STOPPED_GRADER, ERROR, GRADED_BY_HAND = Status.STOPPED_GRADER, Status.ERROR, Status.GRADED_BY_HAND
+TOO_LONG = Status.TOO_LONG
 
 STATUS_WORDS = {
     PASSED: "passed", FAILED: "failed", NOT_ATTEMPTED: "not attempted",
     NEEDS_MANUAL: "needs manual grading", GRADED_BY_HAND: "graded by hand", NOT_SUBMITTED: "not submitted",
     MALFORMED: "notebook could not be read", MISSING_ANSWER: "answer cell missing",
+    TOO_LONG: "notebook too long to grade",
     CELL_ERROR: "answer cell error", TIMEOUT: "stopped: time limit", MEMORY: "stopped: memory limit",
     PROCESS_LIMIT: "stopped: process limit", EXITED: "exited the interpreter", CRASHED: "crashed",
     TOO_LARGE: "result too large", USES_LESSONLIB: "calls lessonlib instead of its own code",
@@ -48,7 +51,7 @@ STATUS_WORDS = {
 }
 
 # Statuses an instructor should look at (the learner's code did something unusual).
-FLAGGED = frozenset({MALFORMED, MISSING_ANSWER, CELL_ERROR, TIMEOUT, MEMORY, PROCESS_LIMIT, EXITED,
+FLAGGED = frozenset({MALFORMED, TOO_LONG, MISSING_ANSWER, CELL_ERROR, TIMEOUT, MEMORY, PROCESS_LIMIT, EXITED,
                      CRASHED, TOO_LARGE, USES_LESSONLIB, STOPPED_GRADER, ERROR})
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_text
+from lessonlib.grading.safe_text import csv_row, csv_value
 
 LMS_IMPORT = "lms-import.csv"
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
@@ -88,7 +89,8 @@ def read_roster(path: Path, assignment: str | None) -> Roster:
     reader = csv.DictReader(io.StringIO(text))
     header = [h.strip() for h in reader.fieldnames or []]
     reader.fieldnames = header
-    rows = [{k: (v if isinstance(v, str) else "") for k, v in row.items() if k is not None} for row in reader]
+    rows = [{k: (csv_value(v) if isinstance(v, str) else "") for k, v in row.items() if k is not None}
+            for row in reader]  # csv_value: a roster that is an lms-import.csv reads back unquoted
     if all(c in header for c in CANVAS_REQUIRED):
         if not assignment:
             raise RosterError(f"{path} is a Canvas gradebook: name the assignment column with --assignment NAME")
@@ -150,9 +152,9 @@ def lms_import_text(roster: Roster, matched: Matched, max_points: float) -> str:
         writer.writerow([*ids, roster.column])
         for row in roster.rows:
             if (row.get("Student") or "").strip() == POINTS_POSSIBLE:
-                writer.writerow([row.get(c, "") for c in ids] + [_num(max_points)])
+                writer.writerow(csv_row([row.get(c, "") for c in ids] + [_num(max_points)]))
         for row, res in matched.pairs:
-            writer.writerow([row.get(c, "") for c in ids] + [_num(res.points if res else 0.0)])
+            writer.writerow(csv_row([row.get(c, "") for c in ids] + [_num(res.points if res else 0.0)]))
         return buffer.getvalue()
     writer.writerow(roster.header)
     for row, res in matched.pairs:
@@ -161,7 +163,7 @@ def lms_import_text(roster: Roster, matched: Matched, max_points: float) -> str:
         out["Grade"] = _num((res.points if res else 0.0) * scale)
         if res is None and "Feedback comments" in out and not out["Feedback comments"].strip():
             out["Feedback comments"] = "Missing: no submission was found."
-        writer.writerow([out.get(c, "") for c in roster.header])
+        writer.writerow(csv_row(out.get(c, "") for c in roster.header))
     return buffer.getvalue()
 
 

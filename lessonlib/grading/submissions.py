@@ -6,7 +6,7 @@ notebook's own name removed (``alice_02_masking.ipynb`` is alice's ``02_masking.
 
 Which learner code runs for exercise ``f`` of a notebook, in notebook order:
 
-- the answer cell of ``f`` (tagged ``answer``, or with the released answer cell's id), in full;
+- the answer cell of ``f`` (tagged ``answer``, else with the released answer cell's id), in full;
 - from every other code cell, its *definitions* (imports, ``def``, ``class`` and assignments of
   constants) and every statement that defines or changes a name the answer uses, directly or
   through the helpers it calls (``SCALE = np.sqrt(8)`` read by a helper). Other calls are left
@@ -21,14 +21,25 @@ Nothing here runs learner code: sources are only parsed (``ast``), never execute
 from __future__ import annotations
 
 import ast
+import errno
 import json
+import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, ManualQuestion
-from lessonlib.exercises.cells import binds, is_definition, is_drawing_import, parse, python_source, slice_cells
+from lessonlib.exercises.cells import (
+    binds,
+    is_definition,
+    is_drawing_import,
+    parse,
+    python_source,
+    slice_cells,
+    too_much_code,
+)
 from lessonlib.exercises.registry import released_answer_cells
 from lessonlib.exercises.results import Status
 
@@ -38,8 +49,8 @@ ANSWER_TAG = "answer"
 WRITTEN_STUB = "_Write your answer here._"  # what `lessonlib exercises build` leaves in a written answer
 
 # Statuses decided before any code runs.
-NOT_SUBMITTED, MALFORMED, MISSING_ANSWER, CELL_ERROR = (
-    Status.NOT_SUBMITTED, Status.MALFORMED, Status.MISSING_ANSWER, Status.CELL_ERROR
+NOT_SUBMITTED, MALFORMED, MISSING_ANSWER, CELL_ERROR, TOO_LONG = (
+    Status.NOT_SUBMITTED, Status.MALFORMED, Status.MISSING_ANSWER, Status.CELL_ERROR, Status.TOO_LONG
 )
 
 
@@ -104,14 +115,35 @@ def _text(value: object) -> str:
     raise ValueError("a cell source that is neither text nor a list of lines")
 
 
+def _read_regular_file(path: Path) -> bytes | str:
+    """The bytes of ``path``, or why they were not read: a symbolic link is not followed (O_NOFOLLOW),
+    and anything but a regular file (a FIFO would block forever) or a file past the size cap is refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "it is a symbolic link, and links are not followed"
+        raise
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return "it is not a regular file"
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            return (f"the file is {info.st_size / 2**20:.0f} MB, more than the {MAX_NOTEBOOK_BYTES // 2**20} MB "
+                    "a notebook may have")
+        return f.read(MAX_NOTEBOOK_BYTES + 1)
+
+
 def read_notebook(path: Path) -> Notebook:
     """Parse ``path`` as an nbformat-4 notebook; never raises, reports a problem instead."""
     try:
-        size = path.stat().st_size
-        if size > MAX_NOTEBOOK_BYTES:
-            return Notebook(path, problem=f"the file is {size / 2**20:.0f} MB, more than the "
-                                         f"{MAX_NOTEBOOK_BYTES // 2**20} MB a notebook may have")
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        raw = _read_regular_file(path)
+        if isinstance(raw, str):
+            return Notebook(path, problem=raw)
+        if len(raw) > MAX_NOTEBOOK_BYTES:  # it grew while it was read
+            return Notebook(path, problem=f"the file is more than the {MAX_NOTEBOOK_BYTES // 2**20} MB a notebook "
+                                         "may have")
+        data = json.loads(raw.decode("utf-8"))
     except json.JSONDecodeError as exc:
         return Notebook(path, problem=f"it is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
     except UnicodeDecodeError:
@@ -239,20 +271,48 @@ def _code_cells(notebook: Notebook) -> list[tuple[Cell, ast.Module | str]]:
     return [(c, parse_cell(c.source)) for c in notebook.cells if c.cell_type == "code" and c.source.strip()]
 
 
+def too_long(notebook: Notebook) -> str:
+    """Why ``notebook`` holds too much code to plan (a sentence for the learner), or "".
+
+    Checked before any cell is parsed, so that planning stays fast on any notebook under the size cap.
+    """
+    why = too_much_code([c.source for c in notebook.cells if c.cell_type == "code"])
+    if not why:
+        return ""
+    return (f"{notebook.path.name} was not graded: {why}. The exercise notebook holds about 50 lines of code; "
+            "keep long experiments and pasted code in a notebook of their own, and hand this one in again.")
+
+
 def _find_answer(name: str, released_id: str | None, parsed: list[tuple[Cell, ast.Module | str]]
                  ) -> tuple[Cell | None, ast.Module | str | None, str]:
-    """The answer cell of exercise ``name``, its tree (or parse error), and a note or a reason."""
-    by_id = next(((c, t) for c, t in parsed if released_id and c.id == released_id), None)
+    """The answer cell of exercise ``name``, its tree (or parse error), and a note or a reason.
+
+    The cell tagged ``answer`` that defines ``name`` is graded; when several do, the one with the
+    released cell's id, else the last (running the notebook top to bottom leaves its definition, as
+    ``check`` sees it). Without such a cell, the cell with the released id; without that, any cell
+    that defines ``name``. Cell ids should be unique; a duplicated answer id is noted, since a copy
+    of the cell (a decoy, or an old version) would otherwise decide silently what is graded.
+    """
+    with_id = [(c, t) for c, t in parsed if released_id and c.id == released_id]
+    duplicated = (f"{len(with_id)} cells ({', '.join(f'cell {c.index + 1}' for c, _ in with_id)}) carry the answer "
+                  f"cell's id `{released_id}`, which should be unique" if len(with_id) > 1 else "")
+    tagged = [(c, t) for c, t in parsed
+              if ANSWER_TAG in c.tags and isinstance(t, ast.Module) and name in bound_names(t)]
+    chosen = [(c, t) for c, t in tagged if c.id == released_id][-1:] or tagged[-1:]
+    if chosen:
+        cell, tree = chosen[0]
+        notes = [f"{duplicated}; cell {cell.index + 1}, tagged `{ANSWER_TAG}`, was graded."] if duplicated else []
+        if len(tagged) > 1:
+            notes.append(f"{len(tagged)} cells tagged `{ANSWER_TAG}` define `{name}` "
+                         f"({', '.join(f'cell {c.index + 1}' for c, _ in tagged)}); cell {cell.index + 1} was graded.")
+        return cell, tree, " ".join(notes)
+    by_id = next(((c, t) for c, t in with_id if isinstance(t, ast.Module) and name in bound_names(t)), None)
+    by_id = by_id or (with_id[0] if with_id else None)
     if by_id is not None:
         cell, tree = by_id
         if isinstance(tree, str) or name in bound_names(tree):
-            return cell, tree, ""
-    tagged = [(c, t) for c, t in parsed
-              if ANSWER_TAG in c.tags and isinstance(t, ast.Module) and name in bound_names(t)]
-    if tagged:
-        return tagged[0][0], tagged[0][1], ""
-    if by_id is not None:
-        defines = sorted(bound_names(by_id[1]) - {"np", "math", "numpy"}) if isinstance(by_id[1], ast.Module) else []
+            return cell, tree, (f"{duplicated}; cell {cell.index + 1} was graded." if duplicated else "")
+        defines = sorted(bound_names(tree) - {"np", "math", "numpy"})
         what = f"it defines {', '.join(f'`{d}`' for d in defines)}" if defines else "it defines nothing"
         return None, None, (f"The answer cell no longer defines `{name}` ({what}): the function must keep "
                             "its name for the grader to find it.")
@@ -294,6 +354,11 @@ def _plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[l
         for plan in plans:
             plan.status, plan.reason = status, reason
         return plans, [ManualAnswer(q, None, status, reason) for q in course.manual]
+    refused = too_long(notebook)
+    if refused:
+        for plan in plans:
+            plan.status, plan.reason = TOO_LONG, refused
+        return plans, [_manual_answer(q, notebook) for q in course.manual]  # written answers need no parsing
     parsed = _code_cells(notebook)
     answers: dict[str, tuple[Cell, ast.Module | str]] = {}
     for plan in plans:
@@ -310,6 +375,7 @@ def _plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[l
                 plan.notes.append(message)
     owner = {ex: cell.index for ex, (cell, _) in answers.items()}
     readable = [cell for cell, tree in parsed if isinstance(tree, ast.Module)]
+    trees = {k: tree for k, tree in enumerate(t for _, t in parsed if isinstance(t, ast.Module))}
     position = {cell.index: k for k, cell in enumerate(readable)}
     for plan in plans:
         if plan.status is not None:
@@ -317,7 +383,7 @@ def _plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[l
         # the answer cell whole; from other cells, definitions and what the answer needs (see cells.py)
         owners = {ex: position.get(i, -1) for ex, i in owner.items()}
         cut = slice_cells([c.source for c in readable], position[owner[plan.exercise]], plan.exercise, owners,
-                          [f"cell {c.index + 1}" for c in readable])
+                          [f"cell {c.index + 1}" for c in readable], trees)
         plan.notes += [f"Not run by the grader: {note}" for note in cut.notes]
         for k, cell in enumerate(readable):
             if cell.index == owner[plan.exercise]:
@@ -328,9 +394,12 @@ def _plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[l
 
 
 def _manual_answer(question: ManualQuestion, notebook: Notebook) -> ManualAnswer:
-    cell = next((c for c in notebook.cells if c.id == question.cell_id), None)
-    if cell is None:
-        cell = next((c for c in notebook.cells if c.cell_type == "markdown" and "manual" in c.tags), None)
+    """The written answer: the markdown cell tagged ``manual`` with the question's id, else the cell
+    with that id, else the first cell tagged ``manual`` (by its tag first, as for exercises)."""
+    tagged = [c for c in notebook.cells if c.cell_type == "markdown" and "manual" in c.tags]
+    cell = (next((c for c in tagged if c.id == question.cell_id), None)
+            or next((c for c in notebook.cells if c.id == question.cell_id), None)
+            or next(iter(tagged), None))
     if cell is None:
         return ManualAnswer(question, None, MISSING_ANSWER, "The cell for the written answer is missing (deleted?).")
     text = cell.source.strip()
@@ -375,7 +444,7 @@ def _match_by_content(path: Path, courses: Sequence[CourseNotebook]) -> CourseNo
         return None
     ids = {c.id for c in notebook.cells}
     defined: set[str] = set()
-    for _, tree in _code_cells(notebook):
+    for _, tree in [] if too_long(notebook) else _code_cells(notebook):  # too long: by its cell ids alone
         if isinstance(tree, ast.Module):
             defined |= bound_names(tree)
     scores = [(len(ids & set(c.answer_cells.values())) + len(defined & set(c.exercises)), c) for c in courses]
@@ -409,29 +478,56 @@ def add_notebook(learner: Learner, course: CourseNotebook, path: Path) -> None:
     learner.notes.append(f"Both {chosen.name} and {other.name} look like {course.name}; {chosen.name} was graded.")
 
 
-def _notebooks_in(folder: Path) -> list[Path]:
-    """Notebooks directly in ``folder`` (symbolic links excluded: they could point at the solutions)."""
-    return sorted(p for p in folder.glob("*.ipynb")
-                  if p.is_file() and not p.is_symlink() and not p.name.startswith("."))
+def link_note(path: Path) -> str:
+    """The note for a symbolic link met in a submission: never followed, since it could point anywhere
+    the grader can read (the solutions, another learner's folder)."""
+    return f"{path.name} is a symbolic link; links are not followed, so it was not graded."
+
+
+def skipped_note(path: Path) -> str | None:
+    """Why ``path``, found in a learner's folder, is not graded; None for a notebook file to grade."""
+    if path.is_symlink():
+        return link_note(path)
+    if path.name.startswith("."):
+        return (f"{path.name} was not graded: its name starts with a dot, which hides it"
+                + (" (rename it to have it graded)." if path.suffix == ".ipynb" else "."))
+    if path.is_dir():
+        return f"{path.name}/ is a folder; only the notebooks directly in the learner's folder are graded."
+    if path.suffix != ".ipynb":
+        return f"{path.name} is not a notebook; it was not graded."
+    if not path.is_file():
+        return f"{path.name} is not a regular file; it was not graded."
+    return None
 
 
 def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[Learner]:
-    """Learners and their notebooks from the SUBMISSION arguments, in a stable order."""
+    """Learners and their notebooks from the SUBMISSION arguments, in a stable order.
+
+    Symbolic links are never followed, whether given on the command line, as a learner's folder or
+    inside one: each is named in a note of the learner it would have belonged to. Every other
+    entry of a learner's folder that is not graded is named in a note too.
+    """
     learners: dict[str, Learner] = {}
+
+    def note(name: str, text: str) -> None:
+        learners.setdefault(name, Learner(name, "")).notes.append(text)
 
     def add_folder(folder: Path, name: str) -> None:
         learners.setdefault(name, Learner(name, ""))
-        for link in sorted(p for p in folder.glob("*.ipynb") if p.is_symlink()):
-            learners[name].notes.append(f"{link.name} is a symbolic link, not a notebook file; it was not graded.")
-        for path in _notebooks_in(folder):
-            course = match_course(path, courses)
-            if course is None:
-                learners[name].notes.append(f"{path.name} is not one of the exercise notebooks; it was not graded.")
+        for path in sorted(folder.iterdir()):
+            why = skipped_note(path)
+            course = None if why else match_course(path, courses)
+            if why:
+                note(name, why)
+            elif course is None:
+                note(name, f"{path.name} is not one of the exercise notebooks; it was not graded.")
             else:
                 _add(learners, name, course, path)
 
     for path in paths:
-        if path.is_file():
+        if path.is_symlink():  # a learner folder or notebook given as a link: refused like any other
+            note(path.stem if path.suffix == ".ipynb" else path.name, link_note(path))
+        elif path.is_file():
             course = match_course(path, courses)
             name = _learner_from_file(path, course)
             if course is None:
@@ -444,7 +540,9 @@ def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[L
                 add_folder(path, path.resolve().name)
             else:
                 for sub in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
-                    if any(sub.glob("*.ipynb")):
+                    if sub.is_symlink():  # a learner folder that is a link (to solutions/, say)
+                        note(sub.name, link_note(sub))
+                    elif any(sub.glob("*.ipynb")):
                         add_folder(sub, sub.name)
         else:
             raise FileNotFoundError(f"{path}: no such notebook or folder")
