@@ -125,7 +125,7 @@ def generate(folder: Path, n_learners: int, seed: int) -> dict[tuple[str, str], 
     for i in range(n_learners):
         learner = f"learner{i + 1:02d}"
         (folder / learner).mkdir(parents=True)
-        for course in course_notebooks(SOLUTIONS):
+        for course in course_notebooks():
             nb = nbformat.read(RELEASED / course.name, as_version=4)
             for cell in nb.cells:
                 if cell.cell_type == "code":
