@@ -99,6 +99,43 @@ def tiled_attention(query, key, value, block_size):
         running_max = new_max
     return acc / denom[..., None]
 ''',
+    "leaks_future": '''
+def leaks_future(layer, length, d_model):
+    x = np.random.default_rng(0).normal(size=(length, d_model))
+    changed = x.copy()
+    changed[-1] += 1.0  # only the last token is ever changed
+    return not np.allclose(layer(changed)[:-1], layer(x)[:-1])
+''',
+    "mask_polarity": '''
+def mask_polarity(attention_fn):
+    out = attention_fn(np.zeros((1, 2)), np.zeros((2, 2)), np.eye(2), np.array([[True, False]]))
+    return "blocked" if out[0, 0] > out[0, 1] else "attend"  # the reading inverted
+''',
+    "is_order_sensitive": '''
+def is_order_sensitive(layer, x):
+    p = np.roll(np.arange(x.shape[0]), 1)
+    return not np.allclose(layer(x[p]), layer(x))  # the permutation is not undone
+''',
+    "alibi_slopes": '''
+def alibi_slopes(n_heads):
+    return 2.0 ** (-8.0 * np.arange(n_heads) / n_heads)  # the first slope is 1, not 2^(-8/n)
+''',
+    "online_softmax": '''
+def online_softmax(scores, values, block_size):
+    m, acc = -np.inf, 0.0
+    for k0 in range(0, scores.shape[-1], block_size):
+        s = scores[k0:k0 + block_size]
+        new_m = max(m, s.max())
+        acc = acc * np.exp(m - new_m) + np.exp(s - new_m) @ values[k0:k0 + block_size]
+        m = new_m
+    return acc  # never divided by the sum of the weights
+''',
+    "exclusion_effects": '''
+def exclusion_effects(query, keys, values):
+    s = keys @ query / np.sqrt(query.shape[-1])
+    w = np.exp(s - s.max())
+    return w / w.sum()  # the weights, returned as if they were the effects
+''',
 }
 WRITTEN = ("A weight says how much one head mixed in a value, not what that value did to the prediction; "
            "to test a causal claim, ablate the key and measure the change.")
