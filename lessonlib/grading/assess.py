@@ -128,6 +128,9 @@ def _signal_name(number: int) -> str:
 def _fate(task: TaskResult, limits: Limits) -> tuple[str, str] | None:
     """(status, what happened) when the process did not end normally, else None."""
     fate = task.fate or {}
+    if fate.get("oom_kills") and not (task.done and not task.broken):  # the control group ran out of memory
+        return r.MEMORY, (f"its processes together used more than the memory limit ({limits.memory_mb} MB for "
+                          "the exercise), and the kernel stopped them")
     if fate.get("timed_out") == "cpu":
         return r.TIMEOUT, f"it used more than {limits.cpu_seconds:g} s of CPU time (an endless loop, or far too slow)"
     if fate.get("timed_out") == "wall":

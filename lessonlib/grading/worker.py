@@ -2,8 +2,13 @@
 
 Started by the grading process (see ``sandbox.launch``), never imported by it:
 
-    python -I -B worker.py RUNNER WIRE            grade the job read from stdin
-    python -I -B worker.py --probe RUNNER WIRE    test the isolation, run no learner code
+    python -I -B worker.py [--lifeline FD] RUNNER WIRE            grade the job read from stdin
+    python -I -B worker.py --probe [--lifeline FD] RUNNER WIRE    test the isolation, run no learner code
+
+FD is the worker's end of its lifeline, a socket whose other end only the grading process holds.
+The worker waits on it for "go" (with its control group's out-of-memory counter, when there is
+one) before it does anything, and when it breaks (the grading process ended, even by kill -9) the
+worker kills everything it started and exits.
 
 It imports the standard library and NumPy only, and loads two files by path before any learner
 code runs: ``exercises/runner.py`` (call an answer on one case, reduce what came back to plain
@@ -21,8 +26,9 @@ Processes:
              cannot signal it), a child subreaper at level "limits". Not dumpable, so learner
              code cannot open its descriptors or memory through /proc. It runs no learner code.
     child    one per exercise, forked by the zygote: rlimits (CPU, address space, processes,
-             file size), no new privileges, runs the cells and the cases, streams frames to the
-             zygote through a pipe and ends. The zygote then kills whatever it left behind.
+             file size), no new privileges, first in line for the out-of-memory killer, runs the
+             cells and the cases, streams frames to the zygote through a pipe and ends. The
+             zygote then kills whatever it left behind.
 
 Namespaces, hidden files and the user (nobody, for root) are bubblewrap's work, not this file's.
 """
@@ -259,6 +265,11 @@ def _limit_child(limits: dict[str, Any]) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
     processes = limits["nproc_base"] + limits["processes"]  # the grading process counted the base
     resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    try:  # when the control group runs out of memory, the kernel kills learner code, never the zygote
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
     _prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid programs: privileges cannot come back
 
 
@@ -445,7 +456,10 @@ def _supervise(pid: int, r: int, limits: dict[str, Any]) -> tuple[bytes, dict[st
             fate["timed_out"] = "wall" if waited is None else None
             break
         watch = ([] if eof else [r]) + ([pidfd] if pidfd is not None and waited is None else [])
+        watch += [_LIFELINE] if _LIFELINE is not None else []
         ready = select.select(watch, [], [], min(remaining, 0.05 if pidfd is None else 1.0))[0]
+        if _LIFELINE is not None and _LIFELINE in ready:
+            _grader_gone(pid)
         if r in ready:
             try:
                 chunk = os.read(r, 1 << 16)
@@ -492,6 +506,48 @@ def _supervise(pid: int, r: int, limits: dict[str, Any]) -> tuple[bytes, dict[st
 
 
 _OUT: int | None = None  # the worker's results descriptor (its original stdout)
+_LIFELINE: int | None = None  # the worker's end of its lifeline (see the module docstring)
+_OOM: int | None = None  # the control group's out-of-memory counter, when there is one
+
+
+def _await_grader(argv: list[str]) -> None:
+    """Wait for "go" on the lifeline: the grading process has put this worker in its control group."""
+    global _LIFELINE, _OOM
+    if "--lifeline" not in argv:
+        return
+    fd = int(argv[argv.index("--lifeline") + 1])
+    lifeline = socket.socket(fileno=fd)
+    message, fds, _, _ = socket.recv_fds(lifeline, 16, 1)
+    lifeline.detach()
+    if message != b"go":  # the grading process let go before the start
+        os._exit(75)
+    _LIFELINE, _OOM = fd, (fds[0] if fds else None)
+
+
+def _grader_gone(pid: int) -> None:
+    """The lifeline broke: end the running child and whatever it left, then the worker itself."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    _kill_leftovers()
+    os._exit(75)
+
+
+def _oom_kills() -> int | None:
+    """Processes the control group's out-of-memory killer has killed so far (None: no group)."""
+    if _OOM is None:
+        return None
+    try:
+        os.lseek(_OOM, 0, os.SEEK_SET)
+        text = os.read(_OOM, 4096).decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("oom_kill "):
+            return int(line.split()[1])
+    return None
 
 
 def _emit(wire: Any, header: dict[str, Any], payload: bytes = b"") -> None:
@@ -517,7 +573,11 @@ def _fork_child(task: dict[str, Any], cases_args: list[tuple[Any, ...]], job: di
         finally:
             os._exit(status)
     os.close(w)
-    return _supervise(pid, r, job["limits"])
+    before = _oom_kills()
+    data, fate = _supervise(pid, r, job["limits"])
+    after = _oom_kills()
+    fate["oom_kills"] = after - before if after is not None and before is not None else None
+    return data, fate
 
 
 def _zygote(job: dict[str, Any], inputs: list[Any], runner: Any, wire: Any) -> None:
@@ -608,6 +668,7 @@ def _probe(job: dict[str, Any], wire: Any) -> None:
     except ValueError:
         report = {}
     report["fate"] = fate
+    report["oom_counter"] = _oom_kills()
     _emit(wire, {"kind": "probe"}, json.dumps(report).encode())
 
 
@@ -632,7 +693,8 @@ def _read_job(wire: Any) -> tuple[dict[str, Any], list[Any]]:
 
 
 def _guard_parent(grader_pid: int) -> None:
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the grading process died: so do we
+    if _LIFELINE is None:  # with a lifeline the worker ends itself, and what it started (a subreaper's
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # orphans would outlive a death signal): the grader died
     if os.getppid() != grader_pid:
         os._exit(75)
 
@@ -641,6 +703,7 @@ def main(argv: list[str]) -> int:
     global _OUT, _RUNNER
     probe = "--probe" in argv[1:]
     runner_path, wire_path = [a for a in argv[1:] if a != "--probe"][-2:]
+    _await_grader(argv)
     _OUT = os.dup(1)  # results go here; print() and stray writes go to the log (stderr)
     os.dup2(2, 1)
     try:
