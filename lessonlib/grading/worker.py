@@ -693,8 +693,10 @@ def _read_job(wire: Any) -> tuple[dict[str, Any], list[Any]]:
 
 
 def _guard_parent(grader_pid: int) -> None:
-    if _LIFELINE is None:  # with a lifeline the worker ends itself, and what it started (a subreaper's
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # orphans would outlive a death signal): the grader died
+    # With a lifeline the worker ends itself and what it started when the grader dies; a death signal
+    # would kill the worker first and leave the processes it adopted (a subreaper's orphans) running.
+    if _LIFELINE is None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the grading process died: so do we
     if os.getppid() != grader_pid:
         os._exit(75)
 
