@@ -161,6 +161,7 @@ def test_no_sandbox_process_outlives_the_grader(tmp_path: Path, level: str, how:
         if grader.poll() is None:
             os.killpg(grader.pid, signal.SIGKILL)
             grader.wait()
+        cgroups.sweep(cgroups.detect().parents)  # the empty groups a killed grader leaves, as its next run does
 
 
 def memory_kb(pid: int) -> int:
