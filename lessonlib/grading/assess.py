@@ -149,6 +149,9 @@ def _fate(task: TaskResult, limits: Limits, *, hidden: bool = False) -> tuple[st
     if hidden:
         ended = _fate(task, limits)
         return None if ended is None else (ended[0], _HIDDEN_ENDINGS.get(ended[0], "it ended before it finished"))
+    if fate.get("oom_kills") and not (task.done and not task.broken):  # the control group ran out of memory
+        return r.MEMORY, (f"its processes together used more than the memory limit ({limits.memory_mb} MB for "
+                          "the exercise), and the kernel stopped them")
     if fate.get("timed_out") == "cpu":
         return r.TIMEOUT, f"it used more than {limits.cpu_seconds:g} s of CPU time (an endless loop, or far too slow)"
     if fate.get("timed_out") == "wall":

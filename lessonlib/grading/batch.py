@@ -22,6 +22,7 @@ what was running, so nobody is blamed.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import secrets
 import shutil
@@ -36,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from lessonlib.exercises import EXERCISES, Case, runner
+from lessonlib.grading import cgroups, sandbox, wire
 from lessonlib.grading import records as r
-from lessonlib.grading import sandbox, wire
 from lessonlib.grading.assess import assess, manual_grade, read_task
 from lessonlib.grading.files import atomic_write_json, read_json
 from lessonlib.grading.lms import Unattributed, find_learners
@@ -114,8 +115,10 @@ class _Batch:
     protected: list[Path] = field(default_factory=list)
     isolation: sandbox.Isolation | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
-    running: dict[str, subprocess.Popen] = field(default_factory=dict)
+    running: dict[str, sandbox.Worker] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    containment: cgroups.Plan = field(default_factory=cgroups.Plan)  # a control group per worker, if any
+    numbers: itertools.count = field(default_factory=lambda: itertools.count(1))  # names the groups
 
 
 # --- set-up --------------------------------------------------------------------------------------
@@ -329,19 +332,20 @@ def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) ->
     with batch.lock:
         if batch.stopping.is_set():
             raise Interrupted
-        command = sandbox.launch(batch.isolation.level, batch.limits, job_dir, protected=batch.protected)
-        process = sandbox.start_worker(job_dir, command)
-        batch.running[learner.key] = process
+        worker = sandbox.start_worker(job_dir, batch.isolation.level, batch.limits, protected=batch.protected,
+                                      plan=batch.containment, number=next(batch.numbers))
+        batch.running[learner.key] = worker
     try:
-        process.wait(timeout=allowance)
+        worker.wait(timeout=allowance)
     except subprocess.TimeoutExpired:
-        sandbox.stop_worker(process)
+        pass
     finally:
+        sandbox.stop_worker(worker)  # also after a normal end: whatever is left, and the control group
         with batch.lock:
             batch.running.pop(learner.key, None)
     if batch.stopping.is_set():
         raise Interrupted
-    return process.returncode
+    return worker.returncode
 
 
 def _worker_log(job_dir: Path) -> str:
@@ -449,8 +453,8 @@ def _stop_everything(batch: _Batch) -> None:
     batch.stopping.set()
     with batch.lock:
         running = list(batch.running.items())
-    for key, process in running:
-        sandbox.stop_worker(process)
+    for key, worker in running:
+        sandbox.stop_worker(worker)
         _forget_in_flight(batch.work / key)
 
 
@@ -500,9 +504,12 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     _blame(batch, {k for k, v in saved.items() if v is not None})
     batch.isolation = _recorded_isolation(batch, settings) if all(saved.values()) else None
     if batch.isolation is None:
+        batch.containment = cgroups.detect()
+        batch.limits = sandbox.contained_limits(batch.limits, batch.containment)
         try:
             batch.isolation = sandbox.choose_isolation(settings.isolation, batch.limits, work=batch.work,
-                                                       out_dir=batch.out, submissions=batch.submissions)
+                                                       out_dir=batch.out, submissions=batch.submissions,
+                                                       plan=batch.containment)
         except sandbox.IsolationError as exc:
             raise GradingError(str(exc)) from None
     done = [v for v in saved.values() if v is not None]

@@ -13,7 +13,7 @@ too_long                  the notebook holds more code than the grader analyses 
 missing_answer            the answer cell was deleted, or no longer defines the function
 cell_error                the answer cell does not parse, or raised before defining it
 timeout                   the answer ran past its CPU-time or wall-clock allowance
-memory                    the answer ran out of memory (the address-space limit)
+memory                    the answer ran out of memory (its address-space limit, or its processes together)
 process_limit             the answer tried to start more processes than allowed
 exited                    the answer called sys.exit() or os._exit()
 crashed                   the process running the answer died (a signal) or sent garbage

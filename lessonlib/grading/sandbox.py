@@ -16,6 +16,16 @@ Two levels; ``--isolation auto`` takes the first that a trial run verifies:
 Both levels apply the same resource limits (CPU time, address space, processes, file size) and
 the same bounded, plain-data results. The worker reads its job on stdin and writes its results
 on stdout (see ``worker.py``), so it needs no view of the job folder.
+
+Memory and processes are bounded per worker, on the host, by a control group where one can be
+had (``cgroups.py``); where none can, learner code may start no extra process, so that the
+address-space limit of its one process bounds the exercise (:func:`contained_limits`). Either
+way an exercise holds at most ``--memory`` plus :func:`margin_mb` of the host's memory.
+
+Nothing outlives the grading process: the worker holds one end of a lifeline (a socket whose
+other end only the grading process holds) and ends everything it started when it breaks, even
+after kill -9 of the grader; :func:`stop_worker` kills the sandbox's PID 1 (from bubblewrap's
+``--info-fd``) and the control group from outside.
 """
 
 from __future__ import annotations
@@ -23,17 +33,20 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import lessonlib
-from lessonlib.grading import wire
+from lessonlib.grading import cgroups, wire
 
 LEVELS = ("bubblewrap", "limits")
 WORKER = Path(__file__).with_name("worker.py")
@@ -105,6 +118,7 @@ class Isolation:
     reason: str = ""
     verified: dict[str, Any] = field(default_factory=dict)
     warning: str = ""
+    limits: dict[str, Any] = field(default_factory=dict)  # which limit holds memory and processes (see held)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -189,8 +203,10 @@ def protected_folders(out_dir: Path, submissions: Sequence[Path]) -> list[Path]:
     return [_real(p) for p in paths]
 
 
-def bwrap_command(python_args: list[str], limits: Limits, *, protected: Sequence[Path]) -> list[str]:
-    """The ``bwrap ...`` command that runs ``python_args`` (after the interpreter) in the sandbox.
+def bwrap_command(python_args: list[str], limits: Limits, *, protected: Sequence[Path],
+                  info_fd: int | None = None) -> list[str]:
+    """The ``bwrap ...`` command that runs ``python_args`` (after the interpreter) in the sandbox
+    (bubblewrap writes the sandbox's PID 1 to ``info_fd``, see :func:`start_worker`).
 
     Raises IsolationError when a folder the interpreter needs holds a protected folder (binding
     it would expose the course or the output folder).
@@ -199,6 +215,8 @@ def bwrap_command(python_args: list[str], limits: Limits, *, protected: Sequence
     if exe is None:
         raise IsolationError("bwrap is not installed")
     command = [exe, "--die-with-parent", "--new-session", "--as-pid-1", "--clearenv"]
+    if info_fd is not None:
+        command += ["--info-fd", str(info_fd)]
     root = os.geteuid() == 0
     if root:  # no user namespace: learner code becomes the real nobody (setpriv, below)
         command += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
@@ -264,12 +282,14 @@ class Launch:
     cwd: Path
 
 
-def launch(level: str, limits: Limits, job_dir: Path, *, protected: Sequence[Path], probe: bool = False) -> Launch:
-    """The command that starts ``worker.py`` for one job at ``level``."""
-    flags = ["--probe"] if probe else []
+def launch(level: str, limits: Limits, job_dir: Path, *, protected: Sequence[Path], probe: bool = False,
+           lifeline: int | None = None, info_fd: int | None = None) -> Launch:
+    """The command that starts ``worker.py`` for one job at ``level`` (``lifeline``: the descriptor
+    number of the worker's end of its lifeline; ``info_fd``: where bubblewrap writes the sandbox's PID)."""
+    flags = (["--probe"] if probe else []) + (["--lifeline", str(lifeline)] if lifeline is not None else [])
     if level == "bubblewrap":
         args = ["-I", "-B", f"{INSIDE}/{WORKER.name}", *flags, f"{INSIDE}/{RUNNER.name}", f"{INSIDE}/{WIRE.name}"]
-        return Launch(bwrap_command(args, limits, protected=protected), job_dir)
+        return Launch(bwrap_command(args, limits, protected=protected, info_fd=info_fd), job_dir)
     scratch = job_dir / "scratch"
     scratch.mkdir(mode=0o700, exist_ok=True)
     return Launch([sys.executable, "-I", "-B", str(WORKER), *flags, str(RUNNER), str(WIRE)], scratch)
@@ -311,29 +331,217 @@ def write_job(job_dir: Path, job: dict[str, Any], arrays: Sequence[bytes] = (), 
         f.write(b"".join(arrays))
 
 
-def start_worker(job_dir: Path, command: Launch) -> subprocess.Popen:
-    """Start the worker on ``job_dir/job.bin`` in its own session; stdout to worker.out, stderr to worker.log."""
+# --- memory and processes per exercise, on the host ----------------------------------------------
+
+WORKER_MB = 128  # the zygote and the keeper: Python, NumPy and the modules imported for learner code
+
+
+def margin_mb(level: str, limits: Limits) -> int:
+    """Host memory a worker may hold beyond ``--memory``: the worker itself and, at level bubblewrap,
+    the sandbox's /tmp, /scratch and /dev/shm (tmpfs: their files live in memory)."""
+    return WORKER_MB + (3 * limits.scratch_mb if level == "bubblewrap" else 0)
+
+
+def contained_limits(limits: Limits, plan: cgroups.Plan) -> Limits:
+    """The limits a job runs under: without a control group, learner code may start no process, so
+    that the address-space limit of its one process bounds the whole exercise."""
+    return limits if plan.kind else replace(limits, processes=0)
+
+
+def held(level: str, limits: Limits, plan: cgroups.Plan, *, could_fork: bool) -> dict[str, Any]:
+    """What bounds memory and processes at ``level``, for the gradebook (``limits`` as contained)."""
+    margin = margin_mb(level, limits)
+    parts = f"{WORKER_MB} MB for the worker itself (the zygote and the keeper)"
+    if level == "bubblewrap":
+        parts += f" and {3 * limits.scratch_mb} MB for the sandbox's /tmp, /scratch and /dev/shm (tmpfs)"
+    record: dict[str, Any] = {
+        "memory": plan.kind or "per process", "processes": plan.kind or "per user (RLIMIT_NPROC)",
+        "extra_processes": limits.processes, "host_memory_mb": limits.memory_mb + margin,
+        "margin_mb": margin, "margin": parts, "how": plan.reason if plan.kind else
+        f"no control group ({plan.reason}): learner code may start no process",
+    }
+    if not plan.kind and could_fork:  # root is exempt from RLIMIT_NPROC (level limits, as root)
+        record.update(processes="not limited", host_memory_mb=None,
+                      how=f"no control group ({plan.reason}), and learner code could start processes: "
+                          "memory is limited per process only")
+    return record
+
+
+# --- starting and stopping a worker -----------------------------------------------------------------
+
+
+@dataclass
+class Worker:
+    """A running worker: its process, the grading process's end of its lifeline, its sandbox's PID 1
+    (a pidfd, at level bubblewrap) and its control group."""
+
+    process: subprocess.Popen
+    lifeline: socket.socket
+    group: cgroups.Group | None = None
+    sandbox: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.process.wait(timeout)
+
+
+def _popen(job_dir: Path, command: list[str], cwd: Path, pass_fds: Sequence[int],
+           bus: Sequence[tuple[str, str]] = ()) -> subprocess.Popen:
+    """Start ``command`` on ``job_dir/job.bin`` in its own session; stdout to worker.out, stderr to worker.log
+    (``bus``: what systemd-run needs besides the worker's environment)."""
     log_path = job_dir / "worker.log"
     log_path.touch(mode=0o600)
     out_fd = os.open(job_dir / OUT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with open(job_dir / JOB_FILE, "rb") as stdin, open(out_fd, "wb") as stdout, open(log_path, "ab") as log:
         return subprocess.Popen(
-            command.command, stdin=stdin, stdout=stdout, stderr=log, env=worker_env(str(command.cwd)),
-            cwd=command.cwd, start_new_session=True, close_fds=True,
+            command, stdin=stdin, stdout=stdout, stderr=log, env={**worker_env(str(cwd)), **dict(bus)},
+            cwd=cwd, start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds),
         )
 
 
-def stop_worker(process: subprocess.Popen) -> None:
-    """Kill the worker's whole process group (bubblewrap takes the sandbox down with it)."""
+def _read_info(fd: int, timeout: float = 30.0) -> dict[str, Any]:
+    """bubblewrap's ``--info-fd`` JSON (empty when bubblewrap ended without writing it)."""
+    data = b""
+    while select.select([fd], [], [], timeout)[0]:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+        try:
+            info = json.loads(data)
+            return info if isinstance(info, dict) else {}
+        except ValueError:
+            continue
+    return {}
+
+
+def _parent_of(pid: int) -> int | None:
     try:
-        os.killpg(process.pid, 9)
-    except OSError:
-        pass
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it, from /proc."""
+    parents = {int(e): _parent_of(int(e)) for e in os.listdir("/proc") if e.isdigit()}
+    found = [pid]
+    for p in found:
+        found += [child for child, parent in parents.items() if parent == p and child not in found]
+    return found
+
+
+def _sandbox_pidfd(info_fd: int, bwrap_pid: int) -> int | None:
+    """A pidfd of the sandbox's PID 1 (bubblewrap's child): killing it ends every process in the sandbox."""
+    child = _read_info(info_fd).get("child-pid")
+    if not isinstance(child, int):
+        return None
     try:
-        process.kill()
+        pidfd = os.pidfd_open(child)
     except OSError:
-        pass
-    process.wait()
+        return None
+    if _parent_of(child) != bwrap_pid:  # it ended, and its pid went to another process
+        os.close(pidfd)
+        return None
+    return pidfd
+
+
+def start_worker(job_dir: Path, level: str, limits: Limits, *, protected: Sequence[Path], plan: cgroups.Plan,
+                 number: int = 0, probe: bool = False) -> Worker:
+    """Start the worker on ``job_dir/job.bin``, in its control group when ``plan`` has one.
+
+    The worker waits for word on its lifeline before it runs anything: the grading process first
+    puts bubblewrap and the sandbox in the group, then sends "go" with the group's out-of-memory
+    counter. Raises CgroupError when the group cannot be made or joined (learner code never runs
+    outside it then).
+    """
+    lifeline, far = socket.socketpair()
+    info_r, info_w = os.pipe() if level == "bubblewrap" else (None, None)
+    group = cgroups.new_group(plan, number, (limits.memory_mb + margin_mb(level, limits)) * 2**20,
+                              limits.processes + PER_WORKER + 1)  # bubblewrap, the zygote, the keeper, the child
+    try:
+        if group is not None:
+            group.create()
+        command = launch(level, limits, job_dir, protected=protected, probe=probe, lifeline=far.fileno(),
+                         info_fd=info_w)
+        prefix = group.prefix() if group is not None else []
+        fds = [far.fileno()] + ([info_w] if info_w is not None else [])
+        process = _popen(job_dir, prefix + command.command, command.cwd, fds, plan.bus)
+    except BaseException:
+        lifeline.close()
+        if info_r is not None:
+            os.close(info_r)
+        if group is not None:
+            group.remove()
+        raise
+    finally:
+        far.close()
+        if info_w is not None:
+            os.close(info_w)
+    worker = Worker(process, lifeline, group)
+    try:
+        if info_r is not None:
+            worker.sandbox = _sandbox_pidfd(info_r, process.pid)
+        events = None
+        if group is not None:
+            group.adopt(_descendants(process.pid))
+            events = group.open_events()
+        try:
+            socket.send_fds(lifeline, [b"go"], [events] if events is not None else [])
+        except OSError:  # the worker ended already: its log says why
+            pass
+        finally:
+            if events is not None:
+                os.close(events)
+    except BaseException:
+        stop_worker(worker)
+        raise
+    finally:
+        if info_r is not None:
+            os.close(info_r)
+    return worker
+
+
+def stop_worker(worker: Worker) -> None:
+    """End the worker and everything it started, then remove its control group. Safe to call again,
+    and after the worker ended by itself.
+
+    Each way alone would do: the lifeline breaks (the worker kills what it started and exits), the
+    sandbox's PID 1 is killed (the kernel ends its PID namespace), the group is killed.
+    """
+    with worker.lock:
+        worker.lifeline.close()
+        if worker.sandbox is not None:
+            try:
+                signal.pidfd_send_signal(worker.sandbox, signal.SIGKILL)
+            except OSError:
+                pass
+        if worker.process.poll() is None:
+            try:
+                os.killpg(worker.process.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                worker.process.kill()
+            except OSError:
+                pass
+        if worker.group is not None:
+            worker.group.kill()
+        worker.process.wait()
+        if worker.sandbox is not None:
+            os.close(worker.sandbox)
+            worker.sandbox = None
+        if worker.group is not None:
+            worker.group.remove()
 
 
 def read_records(job_dir: Path, result_limit: int) -> Iterator[tuple[dict[str, Any], bytes]]:
@@ -391,7 +599,8 @@ def _course_file(installed: set[Path]) -> Path | None:
     return solutions[0] if solutions else _first_file(course, installed)
 
 
-def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: Sequence[Path]) -> dict[str, Any]:
+def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: Sequence[Path],
+           plan: cgroups.Plan) -> dict[str, Any]:
     job_dir = work / f"probe-{level}"
     shutil.rmtree(job_dir, ignore_errors=True)
     job_dir.mkdir(parents=True, mode=0o700)
@@ -410,17 +619,19 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     try:
-        command = launch(level, limits, job_dir, protected=protected_folders(out_dir, submissions), probe=True)
         job = {"version": 2, "grader_pid": os.getpid(), "level": level, "solo": False,
                "limits": limits.for_job(nproc_base(level, 1)), "tasks": [],
                "probe": {"read": list(readable.values()), "write": [str(work / "probe-write.txt")],
                          "connect": list(listener.getsockname()), "grader_pid": os.getpid()}}
         write_job(job_dir, job)
-        process = start_worker(job_dir, command)
+        worker = start_worker(job_dir, level, limits, protected=protected_folders(out_dir, submissions), plan=plan,
+                              probe=True)
         try:
-            process.wait(timeout=120)
+            worker.wait(timeout=120)
         except subprocess.TimeoutExpired:
-            stop_worker(process)
+            pass
+        finally:
+            stop_worker(worker)
         records = list(read_records(job_dir, limits.result_mb * 2**20))
         fatal = [h for h, _ in records if h.get("kind") == "fatal"]
         if fatal:
@@ -428,9 +639,9 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
         reports = [payload for h, payload in records if h.get("kind") == "probe"]
         if not reports:
             log = (job_dir / "worker.log").read_text(errors="replace")[-500:]
-            return {"error": f"the probe worker ended with status {process.returncode} ({log.strip()})"}
+            return {"error": f"the probe worker ended with status {worker.returncode} ({log.strip()})"}
         report = json.loads(reports[0].decode() or "{}")
-    except IsolationError as exc:
+    except (IsolationError, cgroups.CgroupError) as exc:
         return {"error": str(exc)}
     finally:
         listener.close()
@@ -441,7 +652,8 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
     return report
 
 
-def _findings(report: dict[str, Any], level: str) -> tuple[dict[str, Any], list[str]]:
+def _findings(report: dict[str, Any], level: str, limits: Limits,
+              plan: cgroups.Plan) -> tuple[dict[str, Any], list[str]]:
     """What the probe saw, in words, and what falls short of the level's promise."""
     names = report.get("names", {})
     readable = {names.get(p, p): v is True for p, v in report.get("readable", {}).items()}
@@ -473,14 +685,20 @@ def _findings(report: dict[str, Any], level: str) -> tuple[dict[str, Any], list[
             problems.append(f"learner code ran as uid {uid}, not nobody")
     if not verified["interpreter_imports"]:
         problems.append(f"the interpreter's modules were not importable ({report.get('imports')})")
-    if not verified["can_fork"]:
+    if limits.processes > 0 and not verified["can_fork"]:
         problems.append(f"learner code could not start a process within the limit ({report.get('fork')})")
+    if plan.kind and not isinstance(report.get("oom_counter"), int):
+        problems.append(f"the worker could not read its control group's out-of-memory counter ({plan.kind})")
     return verified, problems
 
 
 def choose_isolation(requested: str, limits: Limits, *, work: Path, out_dir: Path,
-                     submissions: Sequence[Path]) -> Isolation:
-    """The strongest level that holds here (``requested="auto"``), or the requested one, probed."""
+                     submissions: Sequence[Path], plan: cgroups.Plan | None = None) -> Isolation:
+    """The strongest level that holds here (``requested="auto"``), or the requested one, probed.
+
+    ``limits`` as :func:`contained_limits` makes them for ``plan`` (the control groups to use).
+    """
+    plan = plan if plan is not None else cgroups.Plan(reason="none was asked for")
     if requested not in ("auto", *LEVELS):
         raise IsolationError(f"unknown isolation {requested!r}: expected auto, {', '.join(LEVELS)}")
     candidates = list(LEVELS) if requested == "auto" else [requested]
@@ -489,11 +707,11 @@ def choose_isolation(requested: str, limits: Limits, *, work: Path, out_dir: Pat
         if level == "bubblewrap" and bwrap() is None:
             refused.append("bubblewrap: bwrap is not installed")
             continue
-        report = _probe(level, limits, work, out_dir, submissions)
+        report = _probe(level, limits, work, out_dir, submissions, plan)
         if "error" in report:
             refused.append(f"{level}: {report['error']}")
             continue
-        verified, problems = _findings(report, level)
+        verified, problems = _findings(report, level, limits, plan)
         if problems:
             refused.append(f"{level}: {'; '.join(problems)}")
             continue
@@ -504,5 +722,6 @@ def choose_isolation(requested: str, limits: Limits, *, work: Path, out_dir: Pat
         else:
             reason = "the strongest level; the probe verified it"
         warning = LIMITS_WARNING.format(user=_user_name(os.getuid())) if level == "limits" else ""
-        return Isolation(level, SUMMARY[level], reason, verified, warning)
+        limited = held(level, limits, plan, could_fork=verified["can_fork"])
+        return Isolation(level, SUMMARY[level], reason, verified, warning, limited)
     raise IsolationError("no isolation level could be set up: " + " | ".join(refused))

@@ -2,8 +2,13 @@
 
 Started by the grading process (see ``sandbox.launch``), never imported by it:
 
-    python -I -B worker.py RUNNER WIRE            grade the job read from stdin
-    python -I -B worker.py --probe RUNNER WIRE    test the isolation, run no learner code
+    python -I -B worker.py [--lifeline FD] RUNNER WIRE            grade the job read from stdin
+    python -I -B worker.py --probe [--lifeline FD] RUNNER WIRE    test the isolation, run no learner code
+
+FD is the worker's end of its lifeline, a socket whose other end only the grading process holds.
+The worker waits on it for "go" (with its control group's out-of-memory counter, when there is
+one) before it does anything, and when it breaks (the grading process ended, even by kill -9) the
+worker kills everything it started and exits.
 
 It imports the standard library and NumPy only, and loads two files by path before any learner
 code runs: ``exercises/runner.py`` (call an answer on one case, reduce what came back to plain
@@ -28,10 +33,11 @@ Processes:
              handle) and, for a hidden child only, its exercise's hidden cases.
     child    two per exercise, forked by the zygote: one for the public cases, then one for the
              hidden cases, so that nothing the public one reports can carry a hidden input.
-             rlimits (CPU, address space, processes, file size), no new privileges; runs the
-             cells and the cases, streams frames to the zygote through a pipe and ends. The
-             zygote then kills whatever it left behind, and reads the child's peak memory from
-             the kernel (wait4) against what it held before learner code ran.
+             rlimits (CPU, address space, processes, file size), no new privileges, first in
+             line for the out-of-memory killer; runs the cells and the cases, streams frames to
+             the zygote through a pipe and ends. The zygote then kills whatever it left behind,
+             and reads the child's peak memory from the kernel (wait4) against what it held
+             before learner code ran.
 
 Namespaces, hidden files and the user (nobody, for root) are bubblewrap's work, not this file's.
 """
@@ -271,6 +277,11 @@ def _limit_child(limits: dict[str, Any], *, extra_processes: int | None = None) 
     extra = limits["processes"] if extra_processes is None else extra_processes
     processes = limits["nproc_base"] + extra  # the grading process counted the base
     resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    try:  # when the control group runs out of memory, the kernel kills learner code, never the zygote
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
     _prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid programs: privileges cannot come back
 
 
@@ -701,7 +712,10 @@ def _supervise(pid: int, r: int, limits: dict[str, Any], cap: int | None = None)
             fate["timed_out"] = "wall" if waited is None else None
             break
         watch = ([] if eof else [r]) + ([pidfd] if pidfd is not None and waited is None else [])
+        watch += [_LIFELINE] if _LIFELINE is not None else []
         ready = select.select(watch, [], [], min(remaining, 0.05 if pidfd is None else 1.0))[0]
+        if _LIFELINE is not None and _LIFELINE in ready:
+            _grader_gone(pid)
         if r in ready:
             try:
                 chunk = os.read(r, 1 << 16)
@@ -749,6 +763,48 @@ def _supervise(pid: int, r: int, limits: dict[str, Any], cap: int | None = None)
 
 
 _OUT: int | None = None  # the worker's results descriptor (its original stdout)
+_LIFELINE: int | None = None  # the worker's end of its lifeline (see the module docstring)
+_OOM: int | None = None  # the control group's out-of-memory counter, when there is one
+
+
+def _await_grader(argv: list[str]) -> None:
+    """Wait for "go" on the lifeline: the grading process has put this worker in its control group."""
+    global _LIFELINE, _OOM
+    if "--lifeline" not in argv:
+        return
+    fd = int(argv[argv.index("--lifeline") + 1])
+    lifeline = socket.socket(fileno=fd)
+    message, fds, _, _ = socket.recv_fds(lifeline, 16, 1)
+    lifeline.detach()
+    if message != b"go":  # the grading process let go before the start
+        os._exit(75)
+    _LIFELINE, _OOM = fd, (fds[0] if fds else None)
+
+
+def _grader_gone(pid: int) -> None:
+    """The lifeline broke: end the running child and whatever it left, then the worker itself."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    _kill_leftovers()
+    os._exit(75)
+
+
+def _oom_kills() -> int | None:
+    """Processes the control group's out-of-memory killer has killed so far (None: no group)."""
+    if _OOM is None:
+        return None
+    try:
+        os.lseek(_OOM, 0, os.SEEK_SET)
+        text = os.read(_OOM, 4096).decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("oom_kill "):
+            return int(line.split()[1])
+    return None
 
 
 def _emit(wire: Any, header: dict[str, Any], payload: bytes = b"") -> None:
@@ -802,7 +858,10 @@ def _fork_child(task: dict[str, Any], part: str, cases: list[dict[str, Any]], ca
             os._exit(status)
     os.close(w)
     os.close(channel)
+    before = _oom_kills()
     data, fate = _supervise(pid, r, job["limits"], cap)
+    after = _oom_kills()
+    fate["oom_kills"] = after - before if after is not None and before is not None else None
     data, fate["base_rss_kb"] = _birth(data, wire)
     fate["job_limit"] = fate["over_limit"] and cap < job["limits"]["result_bytes"]
     return data, fate
@@ -943,6 +1002,7 @@ def _probe(job: dict[str, Any], wire: Any) -> None:
     except ValueError:
         report = {}
     report["fate"] = fate
+    report["oom_counter"] = _oom_kills()
     _emit(wire, {"kind": "probe"}, json.dumps(report).encode())
 
 
@@ -967,7 +1027,10 @@ def _read_job(wire: Any) -> tuple[dict[str, Any], list[Any]]:
 
 
 def _guard_parent(grader_pid: int) -> None:
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the grading process died: so do we
+    # With a lifeline the worker ends itself and what it started when the grader dies; a death signal
+    # would kill the worker first and leave the processes it adopted (a subreaper's orphans) running.
+    if _LIFELINE is None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the grading process died: so do we
     if os.getppid() != grader_pid:
         os._exit(75)
 
@@ -976,6 +1039,7 @@ def main(argv: list[str]) -> int:
     global _OUT, _RUNNER
     probe = "--probe" in argv[1:]
     runner_path, wire_path = [a for a in argv[1:] if a != "--probe"][-2:]
+    _await_grader(argv)
     _OUT = os.dup(1)  # results go here; print() and stray writes go to the log (stderr)
     os.dup2(2, 1)
     try:

@@ -1,0 +1,368 @@
+"""One control group per worker: memory and processes bounded for everything learner code starts.
+
+Resource limits (``setrlimit``) bound each process alone: an answer that forks could hold its
+memory limit once per process. A control group bounds them together, so :func:`detect` looks for
+one that this grading process may create, in this order:
+
+- ``cgroup v2``: as root, a group under ``/sys/fs/cgroup/lessonlib`` (the memory and pids
+  controllers enabled on the way down);
+- ``cgroup v1``: as root, a group in the memory and in the pids hierarchy, under the grading
+  process's own groups;
+- ``cgroup v2 (systemd scope)``: as root or as an ordinary user on a machine whose systemd
+  delegates the memory controller, each worker started by ``systemd-run --scope`` (``--user``
+  for an ordinary user) with ``MemoryMax`` and ``TasksMax``;
+- none: the grading process then allows learner code no extra process at all, so that the
+  memory limit of its one process bounds the exercise (see ``sandbox.contained_limits``).
+
+The worker's command joins its group before it becomes the worker (:data:`JOIN`, or
+systemd-run), so that everything it does is charged there; the grading process checks that the
+worker is in its group before the worker runs anything (the worker waits for word on its
+lifeline, see ``sandbox.start_worker``), hands it the group's out-of-memory
+counter (``memory.events``, or ``memory.oom_control`` in v1) so that a kill by the group is
+reported as the memory limit, and kills and removes the group when the worker is done.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MOUNT = Path("/sys/fs/cgroup")
+V2_PARENT = "lessonlib"  # under the v2 mount, as root
+PREFIX = "lessonlib-"  # every group is named lessonlib-<grading pid>-<number>
+CONTROLLERS = ("memory", "pids")
+# Joins the groups whose cgroup.procs files it is given, then becomes the command after "--": the
+# worker's memory is charged to its group from its first page (no preexec_fn in a threaded process).
+JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
+
+
+class CgroupError(OSError):
+    """A control group could not be created, joined or read."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How this machine gives a worker its control group (``kind`` empty: it does not)."""
+
+    kind: str = ""
+    reason: str = ""
+    parents: tuple[Path, ...] = ()  # v2: one folder; v1: the memory folder, then the pids folder
+    systemd: tuple[str, ...] = ()  # the systemd-run command up to its properties
+    bus: tuple[tuple[str, str], ...] = ()  # how systemd-run --user finds the user's service manager
+
+
+@dataclass
+class Group:
+    """One worker's control group, from creation to removal."""
+
+    plan: Plan
+    name: str
+    memory_bytes: int
+    pids: int
+    folders: list[Path] = field(default_factory=list)  # v2 or systemd: one; v1: memory, pids
+
+    def prefix(self) -> list[str]:
+        """What goes before the worker's command: ``systemd-run ... --``, or a shell that joins the group."""
+        if not self.plan.systemd:
+            return ["/bin/sh", "-c", JOIN, "lessonlib-join", *[str(f / "cgroup.procs") for f in self.folders], "--"]
+        return [*self.plan.systemd, f"--unit={self.name}", "-p", f"MemoryMax={self.memory_bytes}",
+                "-p", "MemorySwapMax=0", "-p", f"TasksMax={self.pids}", "--"]
+
+    def create(self) -> None:
+        """Make the group's folders and write the limits (a systemd scope is made by systemd-run)."""
+        if self.plan.systemd:
+            return
+        try:
+            for parent in self.plan.parents:
+                folder = parent / self.name
+                folder.mkdir()
+                self.folders.append(folder)
+            if self.plan.kind == "cgroup v2":
+                _write(self.folders[0] / "memory.max", self.memory_bytes)
+                _write(self.folders[0] / "memory.swap.max", 0, missing_ok=True)
+                _write(self.folders[0] / "pids.max", self.pids)
+            else:
+                _write(self.folders[0] / "memory.limit_in_bytes", self.memory_bytes)
+                _write(self.folders[0] / "memory.memsw.limit_in_bytes", self.memory_bytes, missing_ok=True)
+                _write(self.folders[1] / "pids.max", self.pids)
+        except OSError as exc:
+            self.remove()
+            raise CgroupError(f"could not create the control group {self.name}: {exc}") from None
+
+    def adopt(self, pids: Iterable[int], *, timeout: float = 10.0) -> None:
+        """Make sure ``pids`` are in the group (the prefix put the first one there, or systemd-run did:
+        wait for it), before the worker is told to go."""
+        pids = list(pids)
+        if self.plan.systemd:
+            self.folders = [_wait_for_scope(pids[0], f"{self.name}.scope", timeout)]
+            return
+        for folder in self.folders:
+            for pid in pids:
+                try:
+                    _write(folder / "cgroup.procs", pid)
+                except ProcessLookupError:
+                    pass  # it ended already
+                except OSError as exc:
+                    raise CgroupError(f"could not move process {pid} into {folder}: {exc}") from None
+
+    def open_events(self) -> int:
+        """A read-only descriptor of the group's out-of-memory counter (see :func:`oom_kills`)."""
+        name = "memory.events" if self.plan.kind != "cgroup v1" else "memory.oom_control"
+        try:
+            return os.open(self.folders[0] / name, os.O_RDONLY | os.O_CLOEXEC)
+        except (OSError, IndexError) as exc:
+            raise CgroupError(f"could not open the out-of-memory counter of {self.name}: {exc}") from None
+
+    def kill(self) -> None:
+        """SIGKILL every process in the group (``cgroup.kill`` where the kernel has it)."""
+        for folder in self.folders:
+            try:
+                _write(folder / "cgroup.kill", 1)
+                continue
+            except OSError:
+                pass
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                left = _members(folder)
+                for pid in left:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                if not left:
+                    break
+                time.sleep(0.005)
+
+    def remove(self) -> None:
+        """Remove the group's folders once their processes are gone (systemd removes its scopes)."""
+        if self.plan.systemd:
+            return
+        for folder in self.folders:
+            _rmdir(folder)
+        self.folders = []
+
+
+def _write(path: Path, value: object, *, missing_ok: bool = False) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(f"{value}\n")
+    except FileNotFoundError:
+        if not missing_ok:
+            raise
+
+
+def _members(folder: Path) -> list[int]:
+    try:
+        return [int(line) for line in (folder / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _rmdir(folder: Path, timeout: float = 5.0) -> bool:
+    """Remove an empty group; a group empties once its killed processes are reaped."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            folder.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+
+
+def own_path(controller: str | None) -> str | None:
+    """This process's group in ``controller``'s v1 hierarchy, or (None) in the v2 hierarchy."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        number, names, path = line.split(":", 2)
+        if (controller is None and number == "0" and names == "") or controller in names.split(","):
+            return path
+    return None
+
+
+def _scope_path(pid: int) -> str | None:
+    try:
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                return line[3:]
+    except OSError:
+        pass
+    return None
+
+
+def _wait_for_scope(pid: int, scope: str, timeout: float) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        path = _scope_path(pid)
+        if path is not None and path.endswith("/" + scope):
+            return MOUNT / path.lstrip("/")
+        time.sleep(0.005)
+    raise CgroupError(f"systemd-run did not start {scope} within {timeout:g} s")
+
+
+def oom_kills(fd: int) -> int | None:
+    """Processes killed so far by the group's out-of-memory killer, read from an open counter file."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        text = os.read(fd, 4096).decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("oom_kill "):
+            return int(line.split()[1])
+    return None
+
+
+# --- what this machine allows --------------------------------------------------------------------
+
+
+def _controllers(folder: Path) -> set[str]:
+    try:
+        return set((folder / "cgroup.controllers").read_text().split())
+    except OSError:
+        return set()
+
+
+def _enable(folder: Path) -> None:
+    """Enable the memory and pids controllers for ``folder``'s children (an error says why not)."""
+    try:
+        enabled = set((folder / "cgroup.subtree_control").read_text().split())
+    except OSError as exc:
+        raise CgroupError(f"cannot read {folder / 'cgroup.subtree_control'}: {exc.strerror}") from None
+    missing = [c for c in CONTROLLERS if c not in enabled]
+    if missing:
+        try:
+            _write(folder / "cgroup.subtree_control", " ".join(f"+{c}" for c in missing))
+        except OSError as exc:
+            raise CgroupError(f"cannot enable {' and '.join(missing)} in {folder}: {exc.strerror}") from None
+
+
+def _v2_parent() -> Path:
+    """As root: ``/sys/fs/cgroup/lessonlib``, with memory and pids enabled for its children."""
+    lacking = [c for c in CONTROLLERS if c not in _controllers(MOUNT)]
+    if lacking:
+        raise CgroupError(f"the cgroup v2 hierarchy offers no {' and no '.join(lacking)} controller")
+    _enable(MOUNT)
+    parent = MOUNT / V2_PARENT
+    try:
+        parent.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise CgroupError(f"cannot create {parent}: {exc.strerror}") from None
+    _enable(parent)
+    return parent
+
+
+def _v1_parents() -> tuple[Path, Path]:
+    """As root: this process's own groups in the memory and the pids hierarchy."""
+    parents = []
+    for controller in CONTROLLERS:
+        path = own_path(controller)
+        folder = MOUNT / controller / (path or "").lstrip("/")
+        if path is None or not (folder / "cgroup.procs").exists():
+            raise CgroupError(f"no cgroup v1 {controller} hierarchy is mounted at {MOUNT / controller}")
+        if not os.access(folder, os.W_OK):
+            raise CgroupError(f"{folder} is not writable")
+        parents.append(folder)
+    return parents[0], parents[1]
+
+
+BUS_VARIABLES = ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS")
+
+
+def bus_environment() -> tuple[tuple[str, str], ...]:
+    """The variables systemd-run --user needs (the worker's environment has nothing of the grader's)."""
+    return tuple((k, os.environ[k]) for k in BUS_VARIABLES if k in os.environ)
+
+
+def _systemd_command(user: bool) -> tuple[str, ...]:
+    exe = shutil.which("systemd-run")
+    if exe is None:
+        raise CgroupError("systemd-run is not installed")
+    return (exe, *(["--user"] if user else []), "--scope", "--quiet", "--collect")
+
+
+def _try_systemd(user: bool) -> tuple[str, ...]:
+    """systemd-run's command when a trial scope really gets its memory and pids limits."""
+    command = _systemd_command(user)
+    memory, tasks = 64 * 2**20, 8
+    shell = ('g=/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup); '
+             'cat "$g/memory.max" "$g/pids.max" && test -r "$g/memory.events"')
+    trial = [*command, f"--unit=lessonlib-probe-{os.getpid()}", "-p", f"MemoryMax={memory}", "-p",
+             f"TasksMax={tasks}", "--", "/bin/sh", "-c", shell]
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", **dict(bus_environment())}
+    try:
+        done = subprocess.run(trial, capture_output=True, text=True, timeout=30, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CgroupError(f"systemd-run failed: {exc}") from None
+    if done.returncode != 0 or done.stdout.split() != [str(memory), str(tasks)]:
+        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise CgroupError(f"a trial scope of systemd-run{' --user' if user else ''} did not get its memory "
+                          f"and pids limits ({said[:200]})")
+    return command
+
+
+def sweep(parents: Iterable[Path]) -> None:
+    """Remove empty groups left by grading processes that were killed (their pid is gone)."""
+    for parent in parents:
+        try:
+            entries = list(parent.iterdir())
+        except OSError:
+            continue
+        for folder in entries:
+            owner = folder.name.removeprefix(PREFIX).split("-")[0]
+            if folder.name.startswith(PREFIX) and owner.isdigit() and not Path(f"/proc/{owner}").exists():
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
+
+
+def detect() -> Plan:
+    """The first way to a control group that works here, or why there is none."""
+    refused = []
+    if os.geteuid() == 0:
+        if (MOUNT / "cgroup.controllers").exists():
+            try:
+                parent = _v2_parent()
+                sweep([parent])
+                return Plan("cgroup v2", f"a group per worker under {parent}", (parent,))
+            except CgroupError as exc:
+                refused.append(str(exc))
+        elif (MOUNT / "memory").is_dir():
+            try:
+                parents = _v1_parents()
+                sweep(parents)
+                return Plan("cgroup v1", f"a group per worker under {parents[0]} and {parents[1]}", parents)
+            except CgroupError as exc:
+                refused.append(str(exc))
+    if (MOUNT / "cgroup.controllers").exists():
+        user = os.geteuid() != 0
+        try:
+            command = _try_systemd(user)
+            how = "systemd-run --user --scope" if user else "systemd-run --scope"
+            return Plan("cgroup v2 (systemd scope)", f"a {how} per worker", systemd=command, bus=bus_environment())
+        except CgroupError as exc:
+            refused.append(str(exc))
+    elif os.geteuid() != 0:
+        refused.append("an ordinary user gets a control group only from cgroup v2 (with systemd's delegation); "
+                       "this machine has cgroup v1")
+    return Plan("", "; ".join(refused) or "no cgroup hierarchy is mounted at /sys/fs/cgroup")
+
+
+def new_group(plan: Plan, number: int, memory_bytes: int, pids: int) -> Group | None:
+    """A group for one worker (not yet created), or None where ``plan`` has none."""
+    if not plan.kind:
+        return None
+    return Group(plan, f"{PREFIX}{os.getpid()}-{number}", memory_bytes, pids)
