@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from grading_submissions import correct_learner, notebook, write_learner
+from grading_submissions import CORRECT_MASKED_SOFTMAX, correct_learner, notebook, write_learner
 from test_grading_hostile import load, run_cli
 
 from lessonlib.exercises import EXERCISES
@@ -91,16 +91,8 @@ def leaks_future(layer, length, d_model):
 '''
 
 # Correct, but raises with the first number of every array this process can find, on the first call.
-EXFILTRATE = '''
+EXFILTRATE = CORRECT_MASKED_SOFTMAX + '''
 import gc
-
-def _correct(scores, allowed):
-    masked = np.where(allowed, scores, -np.inf)
-    top = masked.max(axis=-1, keepdims=True)
-    top = np.where(np.isneginf(top), 0.0, top)
-    e = np.exp(masked - top)
-    total = e.sum(axis=-1, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 def masked_softmax(scores, allowed):
     found = []
