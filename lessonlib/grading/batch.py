@@ -73,6 +73,7 @@ class GradeSettings:
     workers: int = 2
     seed: int | None = None
     isolation: str = "auto"
+    notebooks: tuple[str, ...] = ()  # the assignment: course notebook file names to grade; empty, all of them
 
     def limits(self) -> sandbox.Limits:
         return sandbox.Limits(cpu_seconds=self.timeout, memory_mb=self.memory_mb)
