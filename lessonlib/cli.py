@@ -185,7 +185,8 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
     grade.add_argument("--memory", type=int, default=1024, metavar="MB", help="memory per exercise (default 1024)")
     grade.add_argument("--workers", type=int, default=2, metavar="N", help="learners graded at once (default 2)")
     grade.add_argument("--seed", type=int, default=None, metavar="S",
-                       help="seed of the hidden cases (default: a random one, kept in DIR for resuming)")
+                       help="seed of the hidden cases (default: one fixed by the assignment's notebooks; "
+                            "choose a new one for a new term)")
     grade.add_argument("--isolation", default="auto", choices=["auto", *LEVELS],
                        help="bubblewrap: a sandbox (needs bwrap); limits: resource limits only, with a warning "
                             "(default auto: bubblewrap where a trial sandbox works, else limits)")

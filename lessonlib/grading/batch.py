@@ -125,14 +125,24 @@ class _Batch:
 # --- set-up --------------------------------------------------------------------------------------
 
 
-def _resolve_seed(state: Path, requested: int | None) -> int:
+def assignment_seed(notebooks: Sequence[str]) -> int:
+    """The hidden cases' seed of an assignment when none is chosen: fixed by its notebooks' names.
+
+    The same notebooks get the same hidden cases, so the same points, in any output folder and on
+    any machine; a new term chooses another with ``--seed``.
+    """
+    names = "\n".join(sorted(set(notebooks))).encode()
+    return int.from_bytes(hashlib.sha256(b"lessonlib assignment\n" + names).digest()[:4], "big")
+
+
+def _resolve_seed(state: Path, requested: int | None, default: int) -> int:
     saved = read_json(state / "state.json") or {}
     if requested is not None and "seed" in saved and int(saved["seed"]) != requested:
         raise GradingError(
             f"this output folder was graded with another --seed; use that seed to resume, or a new folder "
             f"(the seed is in {state / 'state.json'})"
         )
-    seed = requested if requested is not None else int(saved.get("seed", secrets.randbits(32)))
+    seed = requested if requested is not None else int(saved.get("seed", default))
     atomic_write_json(state / "state.json", {**saved, "seed": seed, "format": FORMAT}, mode=0o600)
     return seed
 
@@ -439,10 +449,11 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
         folder.mkdir(parents=True, exist_ok=True)
     for folder in (state, out / "learners"):
         os.chmod(folder, 0o700)  # the hidden cases' seed and the saved results: the grader's alone
-    seed = _resolve_seed(state, settings.seed)
+    courses = course_notebooks()
+    seed = _resolve_seed(state, settings.seed, assignment_seed([c.name for c in courses]))
     return _Batch(
         settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work",
-        saved=out / "learners", courses=course_notebooks(),
+        saved=out / "learners", courses=courses,
         cases={name: ex.public_cases() + ex.hidden_cases(seed) for name, ex in EXERCISES.items()},
         submissions=[Path(s).resolve() for s in submissions],
         protected=sandbox.protected_folders(out, [Path(s).resolve() for s in submissions]),
