@@ -108,7 +108,8 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     from lessonlib.grading.safe_text import printable
 
     settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
-                             workers=args.workers, seed=args.seed, isolation=args.isolation)
+                             workers=args.workers, seed=args.seed, isolation=args.isolation,
+                             notebooks=args.notebooks)
     roster = None
     remembered = settings.out / ".grading" / "roster.json"
     roster_path, assignment = args.roster, args.assignment
@@ -145,7 +146,8 @@ def _cmd_grade(args: argparse.Namespace) -> int:
               "run the same command again", file=sys.stderr)
         return 2
     written = write_gradebook(settings.out, batch.results, batch.isolation, settings.limits(), settings.workers,
-                              unattributed=batch.unattributed, roster=roster, marks=marks)
+                              unattributed=batch.unattributed, roster=roster, marks=marks,
+                              notebooks=batch.notebooks)
     if roster is not None:
         atomic_write_json(remembered, {"roster": str(roster.path.resolve()), "assignment": assignment}, mode=0o600)
     flagged = sum(len(res.flagged) for res in batch.results)
@@ -170,6 +172,19 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def notebook_list(text: str) -> tuple[str, ...]:
+    """``--notebooks a.ipynb,b.ipynb``: the names, checked against the course's."""
+    from lessonlib.grading.submissions import assignment_courses
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one notebook name")
+    try:
+        return tuple(c.name for c in assignment_courses(names))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
     """``lessonlib grade SUBMISSION... --out DIR``."""
     grade = subparsers.add_parser(
@@ -184,6 +199,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
                        help="CPU seconds per exercise (the clock allows twice that plus one; default 10)")
     grade.add_argument("--memory", type=int, default=1024, metavar="MB", help="memory per exercise (default 1024)")
     grade.add_argument("--workers", type=int, default=2, metavar="N", help="learners graded at once (default 2)")
+    grade.add_argument("--notebooks", type=notebook_list, default=(), metavar="NAMES",
+                       help="the assignment: the course notebooks to grade, separated by commas, e.g. "
+                            "02_masking.ipynb,04_cost.ipynb (default: all of them)")
     grade.add_argument("--seed", type=int, default=None, metavar="S",
                        help="seed of the hidden cases (default: one fixed by the assignment's notebooks; "
                             "choose a new one for a new term)")

@@ -224,7 +224,7 @@ def test_innocent_learners_lose_nothing(batch: Batch) -> None:
     summary = (batch.out / "summary.csv").read_text().splitlines()
     auto, manual = sum(e.points for e in EXERCISES.values()), sum(q.points for q in MANUAL_QUESTIONS.values())
     n, total = len(EXERCISES), auto + manual
-    assert summary[1].startswith(f"alice,{auto:g},{total:g},{100 * auto / total:.1f},{manual:g},{n},{n},,")
+    assert summary[1].startswith(f"alice,alice,{auto:g},{total:g},{100 * auto / total:.1f},{manual:g},{n},{n},,")
 
 
 def test_infinite_loop_is_stopped_by_the_cpu_limit(batch: Batch) -> None:

@@ -199,8 +199,18 @@ def test_canvas_batch_with_roster_and_manual_round_trip(tmp_path: Path, capsys: 
     assert "the latest, smithbob_LATE_340934_208490284_01_scaling-1.ipynb, was graded" in \
         (out / "feedback" / "smithbob_340934.md").read_text()
     summary = {row["learner"]: row for row in _csv_rows(out / "summary.csv")}
-    assert summary["Missing, Carl"]["notes"] == "missing: no submission" and summary["Missing, Carl"]["points"] == "0"
-    assert summary["doedan"]["notes"] == "not in the roster" and summary["smithbob"]["notes"] == "late"
+    carl = summary["Missing_Carl_555555"]
+    assert carl["name"] == "Missing, Carl" and carl["notes"] == "missing: no submission" and carl["points"] == "0"
+    assert summary["doedan_777777"]["notes"] == "not in the roster" and summary["smithbob_340934"]["notes"] == "late"
+    # one key and one name per learner in every file: the key of feedback/KEY.md, the roster's name
+    assert summary["smithbob_340934"]["name"] == "Smith, Bob" and summary["doedan_777777"]["name"] == "doedan"
+    assert {row["learner"] for row in _csv_rows(out / "grades.csv")} == {"smithbob_340934", "jonesamy_412233",
+                                                                        "doedan_777777"}
+    assert {(row["learner"], row["name"]) for row in _csv_rows(out / "grades.csv")} >= {("smithbob_340934",
+                                                                                         "Smith, Bob")}
+    assert (out / "feedback" / "smithbob_340934.md").read_text().startswith("# Feedback: Smith, Bob\n")
+    assert _csv_rows(out / "manual.csv") and all(row["name"] == summary[row["learner"]]["name"]
+                                                 for row in _csv_rows(out / "manual.csv"))
     assert [row["notes"].split(":")[0] for row in _csv_rows(out / "summary.csv")
             if row["learner"] == "(unattributed)"] == [str(folder / "README.txt"), str(folder / "notebook.ipynb")]
     lms = _csv_rows(out / "lms-import.csv")
@@ -248,8 +258,7 @@ def test_canvas_batch_with_roster_and_manual_round_trip(tmp_path: Path, capsys: 
     most = MANUAL_QUESTIONS[exercise].points
     assert f"1.5 / {most:g} points, graded by hand" in feedback and "Good: say what an ablation would show." in feedback
     assert any(row["exercise"] == exercise and row["points"] == "1.5" and row["status"] == "graded_by_hand"
-               for row in _csv_rows(out / "grades.csv") if row["learner"] == next(
-                   lr["learner"] for lr in after["learners"] if lr["key"] == key))
+               for row in _csv_rows(out / "grades.csv") if row["learner"] == key)
     lms_id = next(lr["lms_id"] for lr in after["learners"] if lr["key"] == key)
     lms = {row["ID"]: row for row in _csv_rows(out / "lms-import.csv")}
     assert float(lms[lms_id]["Attention homework (98765)"]) == pytest.approx(points[key])

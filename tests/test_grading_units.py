@@ -299,7 +299,7 @@ def test_gradebook_files(tmp_path: Path) -> None:
     summary = (tmp_path / "summary.csv").read_text().splitlines()
     pending = result.exercises[1].max_points  # the written question's points, all pending
     total = 3 + pending
-    assert summary[1].startswith(f"Zoë O'Neil,1,{total:g},{100 / total:.1f},{pending:g},0,1,,bubblewrap,,")
+    assert summary[1].startswith(f"{result.key},Zoë O'Neil,1,{total:g},{100 / total:.1f},{pending:g},0,1,,bubblewrap,,")
     text = feedback_markdown(result)
     assert "SECRET" not in text and "hidden-2` (a hidden case)" in text
     assert "> Weights are not effects.\n>\n> Ablate a key." in text and "**Needs manual grading**" in text

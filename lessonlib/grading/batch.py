@@ -47,9 +47,11 @@ from lessonlib.grading.submissions import (
     CourseNotebook,
     ExercisePlan,
     Learner,
+    assignment_courses,
     course_notebooks,
     plan_notebook,
     read_notebook,
+    unassigned_note,
 )
 
 FORMAT = 2  # bump when a saved result would no longer be valid
@@ -99,6 +101,7 @@ class BatchResult:
     seconds: float
     graded: int  # learners graded by this run (the others were already saved)
     unattributed: list[Unattributed] = field(default_factory=list)  # LMS files that name no learner
+    notebooks: tuple[str, ...] = ()  # the assignment's notebooks, in file-name order
 
 
 @dataclass
@@ -135,15 +138,26 @@ def assignment_seed(notebooks: Sequence[str]) -> int:
     return int.from_bytes(hashlib.sha256(b"lessonlib assignment\n" + names).digest()[:4], "big")
 
 
-def _resolve_seed(state: Path, requested: int | None, default: int) -> int:
+def _resolve_seed(state: Path, requested: int | None, notebooks: list[str]) -> int:
+    """The folder's seed: the one it was graded with, else ``requested``, else the assignment's own.
+
+    A folder holds one assignment: grading other notebooks into it is refused, since its saved
+    results, seed and totals belong to the first.
+    """
     saved = read_json(state / "state.json") or {}
+    if "notebooks" in saved and saved["notebooks"] != notebooks:
+        raise GradingError(
+            f"this output folder holds the grades of another assignment ({', '.join(saved['notebooks'])}); "
+            f"grade {', '.join(notebooks)} into a new --out folder"
+        )
     if requested is not None and "seed" in saved and int(saved["seed"]) != requested:
         raise GradingError(
             f"this output folder was graded with another --seed; use that seed to resume, or a new folder "
             f"(the seed is in {state / 'state.json'})"
         )
-    seed = requested if requested is not None else int(saved.get("seed", default))
-    atomic_write_json(state / "state.json", {**saved, "seed": seed, "format": FORMAT}, mode=0o600)
+    seed = requested if requested is not None else int(saved.get("seed", assignment_seed(notebooks)))
+    atomic_write_json(state / "state.json", {**saved, "seed": seed, "notebooks": notebooks, "format": FORMAT},
+                      mode=0o600)
     return seed
 
 
@@ -449,8 +463,11 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
         folder.mkdir(parents=True, exist_ok=True)
     for folder in (state, out / "learners"):
         os.chmod(folder, 0o700)  # the hidden cases' seed and the saved results: the grader's alone
-    courses = course_notebooks()
-    seed = _resolve_seed(state, settings.seed, assignment_seed([c.name for c in courses]))
+    try:
+        courses = assignment_courses(settings.notebooks)
+    except ValueError as exc:
+        raise GradingError(f"--notebooks: {exc}") from None
+    seed = _resolve_seed(state, settings.seed, [c.name for c in courses])
     return _Batch(
         settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work",
         saved=out / "learners", courses=courses,
@@ -505,10 +522,10 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     paths = [Path(s) for s in submissions]
     batch = _make_batch(paths, settings)
     try:
-        found = find_learners(paths, batch.courses)
+        found = find_learners(paths, course_notebooks())  # every notebook is recognised, then sorted out
     except FileNotFoundError as exc:
         raise GradingError(str(exc)) from None
-    learners = found.learners
+    learners = [_assigned_only(learner, batch.courses) for learner in found.learners]
     if not learners:
         raise GradingError("no exercise notebooks found in the given submissions")
     fingerprints = {lr.key: _fingerprint(lr, batch.courses, batch.seed_digest) for lr in learners}
@@ -566,7 +583,18 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         raise
     pool.shutdown(wait=True)
     ordered = [results[lr.key] for lr in learners]
-    return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo), found.unattributed)
+    return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo), found.unattributed,
+                       notebooks=tuple(c.name for c in batch.courses))
+
+
+def _assigned_only(learner: Learner, courses: Sequence[CourseNotebook]) -> Learner:
+    """Drop the notebooks the assignment does not grade, with a note saying so."""
+    assigned = {c.name for c in courses}
+    other = [name for name in learner.files if name not in assigned]
+    if other:
+        learner.files = {k: v for k, v in learner.files.items() if k in assigned}
+        learner.notes.append(unassigned_note(other))
+    return learner
 
 
 def _recorded_isolation(batch: _Batch, settings: GradeSettings) -> sandbox.Isolation | None:

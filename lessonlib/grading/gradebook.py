@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,13 @@ from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_json, atomic_write_text
 from lessonlib.grading.lms import Unattributed
 from lessonlib.grading.manual import Mark, apply_marks, write_manual
-from lessonlib.grading.roster import Roster, match, write_lms_import
+from lessonlib.grading.roster import Matched, Roster, match, write_lms_import
 from lessonlib.grading.safe_text import csv_row
 from lessonlib.grading.sandbox import Isolation, Limits
+from lessonlib.grading.submissions import safe_key
 
-GRADES_COLUMNS = ("learner", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
-SUMMARY_COLUMNS = ("learner", "points", "max_points", "percent", "manual_pending", "passed", "exercises",
+GRADES_COLUMNS = ("learner", "name", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
+SUMMARY_COLUMNS = ("learner", "name", "points", "max_points", "percent", "manual_pending", "passed", "exercises",
                    "flagged", "isolation", "lms_id", "notes")
 MISSING = "missing: no submission"
 NOT_IN_ROSTER = "not in the roster"
@@ -52,7 +53,7 @@ def _csv(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
 
 def grades_rows(results: Sequence[r.LearnerResult]) -> list[list[str]]:
     return [
-        [res.learner, g.notebook, g.exercise, _num(g.points), _num(g.max_points), g.status, g.diagnosis]
+        [res.key, res.learner, g.notebook, g.exercise, _num(g.points), _num(g.max_points), g.status, g.diagnosis]
         for res in results for g in res.exercises
     ]
 
@@ -65,9 +66,10 @@ def summary_rows(results: Sequence[r.LearnerResult], *, not_in_roster: Sequence[
         percent = 100 * res.points / res.max_points if res.max_points else 0.0
         flagged = "; ".join(f"{g.exercise}: {g.status}" for g in res.flagged)
         notes = (["late"] if res.late else []) + ([NOT_IN_ROSTER] if res.key in not_in_roster else [])
-        rows.append([res.learner, _num(res.points), _num(res.max_points), f"{percent:.1f}", _num(res.manual_pending),
-                     str(sum(g.status == r.PASSED for g in auto)), str(len(auto)), flagged, res.isolation,
-                     res.lms_id, "; ".join(notes)])
+        passed = sum(g.status == r.PASSED for g in auto)
+        rows.append([res.key, res.learner, _num(res.points), _num(res.max_points), f"{percent:.1f}",
+                     _num(res.manual_pending), str(passed), str(len(auto)), flagged, res.isolation, res.lms_id,
+                     "; ".join(notes)])
     return rows
 
 
@@ -165,13 +167,19 @@ def feedback_markdown(result: r.LearnerResult) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def course_max_points() -> float:
-    """Every point of the course: the exercises and the written questions."""
-    return round(sum(e.points for e in EXERCISES.values()) + sum(q.points for q in MANUAL_QUESTIONS.values()), 2)
+def _in_assignment(notebook: str, notebooks: Sequence[str]) -> bool:
+    return not notebooks or notebook in notebooks
+
+
+def assignment_max_points(notebooks: Sequence[str] = ()) -> float:
+    """Every point of the assignment (all the course when ``notebooks`` is empty): exercises and written questions."""
+    items = [*EXERCISES.values(), *MANUAL_QUESTIONS.values()]
+    return round(sum(i.points for i in items if _in_assignment(i.notebook, notebooks)), 2)
 
 
 def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits, workers: int,
-                   *, unattributed: Sequence[Unattributed] = (), roster: dict | None = None) -> dict:
+                   *, unattributed: Sequence[Unattributed] = (), roster: dict | None = None,
+                   notebooks: Sequence[str] = ()) -> dict:
     return {
         "tool": "lessonlib grade",
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -180,15 +188,28 @@ def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, lim
                    "memory_mb": limits.memory_mb, "processes": limits.processes, "file_mb": limits.file_mb,
                    "result_mb": limits.result_mb},
         "workers": workers,
+        "notebooks": list(notebooks) or sorted({e.notebook for e in EXERCISES.values()}),
+        "max_points": assignment_max_points(notebooks),
         "exercises": [{"exercise": e.name, "notebook": e.notebook, "max_points": e.points, "kind": "auto"}
-                      for e in EXERCISES.values()]
+                      for e in EXERCISES.values() if _in_assignment(e.notebook, notebooks)]
                      + [{"exercise": q.name, "notebook": q.notebook, "max_points": q.points, "kind": "manual"}
-                        for q in MANUAL_QUESTIONS.values()],
+                        for q in MANUAL_QUESTIONS.values() if _in_assignment(q.notebook, notebooks)],
         "columns": {"grades.csv": list(GRADES_COLUMNS), "summary.csv": list(SUMMARY_COLUMNS)},
         "learners": [res.to_dict() for res in results],
         "unattributed": [{"path": str(u.path), "reason": u.reason} for u in unattributed],
         "roster": roster,
     }
+
+
+def _roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster) -> list[r.LearnerResult]:
+    """Each matched learner under the roster's name (their key stays), so every file names them alike."""
+    names = {res.key: roster.learner_name(row).strip() for row, res in matched.pairs if res is not None}
+    return [replace(res, learner=names.get(res.key) or res.learner) for res in results]
+
+
+def _missing_key(roster: Roster, row: dict[str, str]) -> str:
+    """The key a roster learner without a submission would have had (as ``assign_keys`` makes them)."""
+    return safe_key(f"{roster.learner_name(row)}_{roster.learner_id(row)}")
 
 
 @dataclass
@@ -206,10 +227,14 @@ class Written:
 
 def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits,
                     workers: int, *, unattributed: Sequence[Unattributed] = (), roster: Roster | None = None,
-                    marks: dict[tuple[str, str], Mark] | None = None) -> Written:
-    """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied."""
+                    marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = ()) -> Written:
+    """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied.
+
+    ``notebooks`` is the assignment (empty: the whole course); totals count only its points.
+    """
     out = Path(out)
     marks = marks or {}
+    max_points = assignment_max_points(notebooks)
     graded = apply_marks(results, marks)
     written = Written()
     summary = None
@@ -218,14 +243,16 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         matched = match(roster, graded)
         written.missing = [roster.learner_name(row) for row in matched.missing]
         written.not_in_roster = [res.key for res in matched.not_in_roster]
-        written.paths.append(write_lms_import(out, roster, matched, course_max_points()))
-        summary = [[roster.learner_name(row), "0", _num(course_max_points()), "0.0", "", "0", "", "", "",
-                    roster.learner_id(row), MISSING] for row in matched.missing]
+        written.paths.append(write_lms_import(out, roster, matched, max_points))
+        graded = _roster_names(graded, matched, roster)
+        summary = [[_missing_key(roster, row), roster.learner_name(row), "0", _num(max_points), "0.0", "", "0", "",
+                    "", "", roster.learner_id(row), MISSING] for row in matched.missing]
         roster_info = {"file": str(roster.path), "kind": roster.kind, "column": roster.column,
                        "new_column": roster.new_column, "missing": written.missing,
                        "not_in_roster": written.not_in_roster}
     rows = summary_rows(graded, not_in_roster=written.not_in_roster) + (summary or [])
-    rows += [["(unattributed)", "", "", "", "", "", "", "", "", "", f"{u.path}: {u.reason}"] for u in unattributed]
+    rows += [["(unattributed)", "", "", "", "", "", "", "", "", "", "", f"{u.path}: {u.reason}"]
+             for u in unattributed]
     files = {
         "grades.csv": _csv(grades_rows(graded), GRADES_COLUMNS),
         "summary.csv": _csv(rows, SUMMARY_COLUMNS),
@@ -235,8 +262,9 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
     for name, text in files.items():
         atomic_write_text(out / name, text)
         written.paths.append(out / name)
-    written.paths.append(write_manual(out, results, marks))
+    written.paths.append(write_manual(out, graded, marks))
     atomic_write_json(out / "grades.json", gradebook_json(graded, isolation, limits, workers,
-                                                          unattributed=unattributed, roster=roster_info))
+                                                          unattributed=unattributed, roster=roster_info,
+                                                          notebooks=notebooks))
     written.paths.append(out / "grades.json")
     return written
