@@ -22,6 +22,7 @@ from typing import Any
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
 from lessonlib.grading import records as r
+from lessonlib.grading.class_report import write_class_report
 from lessonlib.grading.files import atomic_write_json, atomic_write_text
 from lessonlib.grading.lms import Unattributed
 from lessonlib.grading.manual import Mark, apply_marks, write_manual
@@ -263,6 +264,7 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         atomic_write_text(out / name, text)
         written.paths.append(out / name)
     written.paths.append(write_manual(out, graded, marks))
+    written.paths.append(write_class_report(out, graded, absent=written.missing))
     atomic_write_json(out / "grades.json", gradebook_json(graded, isolation, limits, workers,
                                                           unattributed=unattributed, roster=roster_info,
                                                           notebooks=notebooks))
