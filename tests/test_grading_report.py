@@ -55,6 +55,7 @@ def _class() -> list[r.LearnerResult]:
         _learner("gus", _grade(ms, 0.0, r.NOT_SUBMITTED), _grade(pad, 0.0, r.NOT_SUBMITTED),
                  _manual(0.0, r.NOT_SUBMITTED)),
         _learner("hal", _grade(ms, 0.5, r.FAILED)),
+        _learner("ida", _grade(ms, 0.0, r.NOT_ATTEMPTED), _grade(pad, 0.0, r.NOT_ATTEMPTED)),
     ]
 
 
@@ -90,7 +91,9 @@ def test_misconceptions_are_counted_and_ranked_most_common_first() -> None:
     assert [(m.name, len(m.learners)) for m in ranked] == [
         ("zeroed_after_softmax", 3), ("nan_for_empty_row", 2), ("scores_times_mask", 1)]
     assert ranked[0].learners == ["ann", "ben", HOSTILE_NAME]
-    assert summaries["masked_softmax"].points == {1.0: 1, 1.5: 1, 0.6: 1, 0.0: 1, 3.0: 1, 0.5: 1}
+    assert summaries["masked_softmax"].points == {1.0: 1, 1.5: 1, 0.6: 1, 0.0: 2, 3.0: 1, 0.5: 1}
+    assert summaries["masked_softmax"].outcomes == {"full marks": 1, "part marks": 4, "no marks": 1,
+                                                    "not attempted": 1, "stopped or flagged": 1, "not submitted": 1}
     assert summaries["masked_softmax"].unexplained == ["hal"]
     assert summaries["padding_mask"].flagged == {r.MEMORY: ["fay"]}
     assert summaries["q2_attention_not_causal"].outcomes["awaiting hand grading"] == 5
@@ -113,10 +116,13 @@ def test_the_page_lists_counts_sections_and_names_in_order() -> None:
     assert "stopped: time limit (1): fay" in masked
     assert "1 not submitted" in masked and "1 stopped or flagged" in masked
     padding = _section(page, "padding_mask")
+    assert padding.startswith("<h3>padding_mask (1 point)</h3>") and "<td>0</td><td>3</td>" in padding
     assert SECTIONS["polarity"].heading in padding and "stopped: memory limit (1): fay" in padding
     assert "5 awaiting hand grading, 1 not submitted" in _section(page, "q2_attention_not_causal")
     top = page[page.index("Open the next session with"):page.index("</ol>")]
-    assert top.index(titles[0]) < top.index(titles[1]) and "3 of 8 learner(s)" in top and "2 of 8 learner(s)" in top
+    assert top.index(titles[0]) < top.index(titles[1]) and "3 of 9 learner(s)" in top and "2 of 9 learner(s)" in top
+    tied = page[page.index("</ol>"):page.index("<h2>Points per exercise")]
+    assert "As common as the second: " + _spec("padding_mask", "padding_inverted").title + " in padding_mask" in tied
     assert "1 absent (in the roster, no submission): ivy absent" in page
 
 
@@ -136,7 +142,7 @@ def test_learner_names_are_escaped_and_the_page_renders_alone() -> None:
         assert image["src"].startswith("data:image/png;base64,")
         assert base64.b64decode(image["src"].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
     points_alt, misconceptions_alt = images[0]["alt"], images[1]["alt"]
-    assert "one per exercise" in points_alt and "of the 8 learners" in points_alt and "full marks" in points_alt
+    assert "one per exercise" in points_alt and "of the 9 learners" in points_alt and "not attempted" in points_alt
     assert misconceptions_alt.startswith("Horizontal bars of how many learners showed each misconception")
     assert f"{_spec('masked_softmax', 'zeroed_after_softmax').title} in masked_softmax, 3" in misconceptions_alt
 

@@ -26,8 +26,10 @@ from lessonlib.grading.safe_text import printable
 REPORT = "class-report.html"
 TOP_FIGURE = 12  # misconceptions drawn in the figure
 # Where an exercise's learners landed, in the order the points figure stacks them.
-OUTCOMES = ("full marks", "part marks", "no marks", "awaiting hand grading", "stopped or flagged", "not submitted")
-HATCHES = ("", "//", "..", "xx", "\\\\", "")
+OUTCOMES = ("full marks", "part marks", "no marks", "not attempted", "awaiting hand grading", "stopped or flagged",
+            "not submitted")
+HATCHES = ("", "//", "..", "--", "xx", "\\\\", "")
+BESIDE = OUTCOMES[4:]  # counted beside the points table, not in it
 STYLE = ("body{font-family:system-ui,sans-serif;color:#1a1a1a;background:#fff;max-width:60rem;margin:1rem auto;"
          "padding:0 1rem;line-height:1.45}table{border-collapse:collapse;margin:.5rem 0 1rem}"
          "th,td{border:1px solid #767676;padding:.25rem .5rem;text-align:left;vertical-align:top}"
@@ -71,10 +73,6 @@ def _e(text: object) -> str:
     return html.escape(printable(text), quote=True)
 
 
-def _num(x: float) -> str:
-    return f"{x:g}"
-
-
 def reteach_section(exercise: str, diagnosis: dict) -> str:
     """The notebook section to reteach for ``diagnosis`` of ``exercise``, from the exercise's definition."""
     spec = next((s for s in getattr(EXERCISES.get(exercise), "diagnoses", ()) if s.name == diagnosis.get("name")),
@@ -91,6 +89,8 @@ def _outcome(g: r.ExerciseGrade) -> str:
         return "stopped or flagged"
     if g.points is None:
         return "awaiting hand grading"
+    if g.status == r.NOT_ATTEMPTED:
+        return "not attempted"
     if g.points >= g.max_points > 0:
         return "full marks"
     return "part marks" if g.points > 0 else "no marks"
@@ -104,7 +104,7 @@ def summarise(results: Sequence[r.LearnerResult]) -> list[ExerciseSummary]:
             s = summaries.setdefault((g.notebook, g.exercise), ExerciseSummary(g.notebook, g.exercise, g.max_points))
             outcome = _outcome(g)
             s.outcomes[outcome] += 1
-            if g.points is not None and outcome not in ("not submitted", "stopped or flagged"):
+            if outcome not in BESIDE:
                 s.points[round(g.points, 2)] += 1
             if g.status in r.FLAGGED:
                 s.flagged.setdefault(g.status, []).append(res.learner)
@@ -125,15 +125,13 @@ def class_ranked(summaries: Sequence[ExerciseSummary]) -> list[Misconception]:
 # --- figures ---------------------------------------------------------------------------------------
 
 
-def _png(fig: object) -> str:
+def _img(fig: object, alt: str) -> str:
+    """``fig`` drawn by Agg into a PNG data URL, with its alt text."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     buffer = io.BytesIO()
     FigureCanvasAgg(fig).print_png(buffer)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _img(data: str, alt: str) -> str:
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
     return f'<figure><img src="data:image/png;base64,{data}" alt="{_e(alt)}"></figure>'
 
 
@@ -156,30 +154,33 @@ def points_figure(summaries: Sequence[ExerciseSummary], learners: int) -> str:
     ax.set_xlim(0, max(learners, 1))
     ax.xaxis.get_major_locator().set_params(integer=True)
     fig.legend(loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    full = sorted(summaries, key=lambda s: s.outcomes["full marks"])
-    alt = (f"Stacked horizontal bars, one per exercise, counting how many of the {learners} learners earned "
-           "full marks, part marks or no marks, await hand grading, were stopped or flagged, or did not submit. "
-           f"Most full marks: {full[-1].exercise} ({full[-1].outcomes['full marks']}); fewest: "
-           f"{full[0].exercise} ({full[0].outcomes['full marks']}). The tables below give every count.")
-    return _img(_png(fig), alt)
+    best, worst = (f(summaries, key=lambda s: s.outcomes["full marks"]) for f in (max, min))
+    alt = (f"Stacked horizontal bars, one per exercise, counting how many of the {learners} learners had each "
+           f"outcome: {', '.join(OUTCOMES)}. Most full marks: {best.exercise} ({best.outcomes['full marks']}); "
+           f"fewest: {worst.exercise} ({worst.outcomes['full marks']}). The tables below give every count.")
+    return _img(fig, alt)
 
 
 def misconceptions_figure(ranked: Sequence[Misconception]) -> str:
     """Bars of the most common misconceptions across the class, most common at the top."""
     from matplotlib.figure import Figure
 
+    from lessonlib.plots import BAR_COLOUR
+
     shown = list(ranked[:TOP_FIGURE])
     fig = Figure(figsize=(7.5, 0.8 + 0.32 * len(shown)), dpi=80, layout="constrained")
     ax = fig.subplots()
     counts = [len(m.learners) for m in shown][::-1]
-    ax.barh([textwrap.shorten(f"{m.title} ({m.exercise})", 60) for m in shown][::-1], counts, color="#3b528b")
+    ax.barh(range(len(shown)), counts, color=BAR_COLOUR)
+    ax.set_yticks(range(len(shown)), [textwrap.shorten(f"{m.title} ({m.exercise})", 60) for m in shown][::-1])
     for y, c in enumerate(counts):
         ax.annotate(str(c), (c, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
     ax.set_xlabel("learners")
     ax.xaxis.get_major_locator().set_params(integer=True)
     alt = ("Horizontal bars of how many learners showed each misconception, most common first: "
-           + "; ".join(f"{m.title} in {m.exercise}, {len(m.learners)}" for m in shown) + ".")
-    return _img(_png(fig), alt)
+           + "; ".join(f"{m.title} in {m.exercise}, {len(m.learners)}" for m in shown)
+           + (f"; and {len(ranked) - len(shown)} more in the tables below." if len(ranked) > len(shown) else "."))
+    return _img(fig, alt)
 
 
 # --- the page --------------------------------------------------------------------------------------
@@ -189,23 +190,24 @@ def _names(learners: Sequence[str]) -> str:
     return ", ".join(_e(n) for n in learners)
 
 
+def _table(caption: str, header: Sequence[str], rows: Sequence[str]) -> str:
+    heads = "".join(f'<th scope="col">{h}</th>' for h in header)
+    return f"<table><caption>{caption}</caption><thead><tr>{heads}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
 def _exercise_html(s: ExerciseSummary) -> list[str]:
-    out = [f"<h3>{_e(s.exercise)} ({_num(s.max_points)} points)</h3>"]
-    rows = "".join(f"<tr><td>{_num(p)}</td><td>{n}</td></tr>" for p, n in sorted(s.points.items(), reverse=True))
-    if rows:
-        out.append(f"<table><caption>Points of {_e(s.exercise)}</caption><thead><tr><th scope=\"col\">points"
-                   f"</th><th scope=\"col\">learners</th></tr></thead><tbody>{rows}</tbody></table>")
-    others = [f"{n} {o}" for o, n in s.outcomes.items() if o in OUTCOMES[3:] and n]
+    out = [f"<h3>{_e(s.exercise)} ({s.max_points:g} point{'' if s.max_points == 1 else 's'})</h3>"]
+    if s.points:
+        rows = [f"<tr><td>{p:g}</td><td>{n}</td></tr>" for p, n in sorted(s.points.items(), reverse=True)]
+        out.append(_table(f"Points of {_e(s.exercise)}", ("points", "learners"), rows))
+    others = [f"{s.outcomes[o]} {o}" for o in BESIDE if s.outcomes[o]]
     if others:
         out.append(f"<p>Not in the points table: {_e(', '.join(others))}.</p>")
-    ranked = s.ranked()
-    if ranked:
-        body = "".join(f"<tr><th scope=\"row\">{_e(m.title)} <span class=\"muted\">({_e(m.name)})</span></th>"
-                       f"<td>{len(m.learners)}</td><td>{_e(m.section)}</td><td>{_names(m.learners)}</td></tr>"
-                       for m in ranked)
-        out.append(f"<table><caption>Misconceptions in {_e(s.exercise)}, most common first</caption><thead><tr>"
-                   "<th scope=\"col\">misconception</th><th scope=\"col\">learners</th><th scope=\"col\">"
-                   "reteach</th><th scope=\"col\">who</th></tr></thead><tbody>" + body + "</tbody></table>")
+    if ranked := s.ranked():
+        rows = [f'<tr><th scope="row">{_e(m.title)} <span class="muted">({_e(m.name)})</span></th>'
+                f"<td>{len(m.learners)}</td><td>{_e(m.section)}</td><td>{_names(m.learners)}</td></tr>" for m in ranked]
+        out.append(_table(f"Misconceptions in {_e(s.exercise)}, most common first",
+                          ("misconception", "learners", "reteach", "who"), rows))
     if s.unexplained:
         out.append(f"<p>Failed with no named misconception ({len(s.unexplained)}): {_names(s.unexplained)}.</p>")
     for status, learners in sorted(s.flagged.items()):
@@ -231,6 +233,11 @@ def class_report_html(results: Sequence[r.LearnerResult], *, absent: Sequence[st
         items = [f"<li><strong>{_e(m.title)}</strong> in {_e(m.exercise)}: {len(m.learners)} of {len(results)} "
                  f"learner(s). Reteach {_e(m.section)}.</li>" for m in top]
         out.append("<ol>" + "".join(items) + "</ol>")
+        tied = [m for m in every[2:] if len(m.learners) == len(top[-1].learners)]
+        if tied:
+            more = f"; and {len(tied) - 4} more (below)" if len(tied) > 4 else ""
+            out.append("<p>As common as the second: " + "; ".join(
+                f"{_e(m.title)} in {_e(m.exercise)} (reteach {_e(m.section)})" for m in tied[:4]) + more + ".</p>")
     else:
         out.append("<p>No learner's answer showed a named misconception.</p>")
     if summaries:
