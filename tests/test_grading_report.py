@@ -10,9 +10,9 @@ from pathlib import Path
 
 from grading_submissions import WRONG_PADDING, masking, write_learner
 
+from lessonlib import cli
 from lessonlib.exercises import EXERCISES, SECTIONS
 from lessonlib.grading import records as r
-from lessonlib.grading.batch import GradeSettings, grade
 from lessonlib.grading.class_report import REPORT, class_ranked, class_report_html, summarise, write_class_report
 from lessonlib.grading.gradebook import write_gradebook
 from lessonlib.grading.sandbox import Isolation, Limits
@@ -170,17 +170,20 @@ def masked_softmax(scores, allowed):
 '''
 
 
-def test_a_real_batch_reports_what_its_learners_got_wrong(tmp_path: Path) -> None:
-    subs = tmp_path / "subs"
+def test_a_real_batch_reports_what_its_learners_got_wrong_and_a_resumed_one_again(tmp_path: Path) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
     write_learner(subs / "amy", masking({"masked_softmax": ZEROED_AFTER, "padding_mask": WRONG_PADDING}))
     write_learner(subs / "bo", masking({"masked_softmax": ZEROED_AFTER}))
+    command = ["grade", str(subs), "--out", str(out), "--timeout", "5", "--workers", "1", "--quiet"]
     start = time.perf_counter()
-    batch = grade([subs], GradeSettings(out=tmp_path / "out", timeout=5, workers=1))
-    write_gradebook(tmp_path / "out", batch.results, batch.isolation, Limits(cpu_seconds=5), 1)
+    assert cli.main(command) == 0
     print(f"graded 2 learners in {time.perf_counter() - start:.1f} s")
-    page = (tmp_path / "out" / REPORT).read_text(encoding="utf-8")
+    page = (out / REPORT).read_text(encoding="utf-8")
     top = page[page.index("Open the next session with"):page.index("</ol>")]
     zeroed, inverted = _spec("masked_softmax", "zeroed_after_softmax"), _spec("padding_mask", "padding_inverted")
     assert top.index(zeroed.title) < top.index(inverted.title)
     assert "2 of 2 learner(s). Reteach" in top and SECTIONS["zeroed-after"].heading in top
     assert "amy, bo" in _section(page, "masked_softmax") and "amy" in _section(page, "padding_mask")
+    (out / REPORT).unlink()
+    assert cli.main(command) == 0  # every learner already saved: nothing is graded again
+    assert (out / REPORT).read_text(encoding="utf-8") == page
