@@ -155,6 +155,8 @@ def _cmd_grade(args: argparse.Namespace) -> int:
           f"already saved); isolation: {batch.isolation.level}; {flagged} exercise(s) flagged for a look")
     print(f"wrote {settings.out / 'grades.csv'}, summary.csv, grades.json, manual.csv and "
           f"{len(written.feedback)} feedback file(s) in {settings.out / 'feedback'} (Markdown and HTML)")
+    for path in written.uploads:
+        print(f"wrote {path} (feedback to upload to the LMS; see the instructor's guide)")
     graded_by_hand = sum(m.points is not None for m in marks.values())
     pending = sum(1 for res in batch.results for g in res.exercises if g.status == "needs_manual_grading")
     print(f"written answers: {graded_by_hand} graded in manual.csv, {max(pending - graded_by_hand, 0)} still to grade")

@@ -1,5 +1,5 @@
-"""The gradebook: grades.csv, summary.csv, grades.json, manual.csv, feedback/<learner>.md and .html
-and, with a roster, lms-import.csv; each written atomically.
+"""The gradebook: grades.csv, summary.csv, grades.json, manual.csv, feedback/<learner>.md and .html,
+the LMS feedback zips (uploads.py) and, with a roster, lms-import.csv; each written atomically.
 
 grades.csv has one row per learner and exercise (written questions included, with no points until
 a person grades them in manual.csv); summary.csv one row per learner with the total (and a row per
@@ -31,6 +31,7 @@ from lessonlib.grading.roster import Matched, Roster, match, write_lms_import
 from lessonlib.grading.safe_text import csv_row
 from lessonlib.grading.sandbox import Isolation, Limits
 from lessonlib.grading.submissions import safe_key
+from lessonlib.grading.uploads import write_uploads
 
 GRADES_COLUMNS = ("learner", "name", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
 SUMMARY_COLUMNS = ("learner", "name", "points", "max_points", "percent", "manual_pending", "passed", "exercises",
@@ -136,6 +137,7 @@ class Written:
     paths: list[Path] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # roster learners without a submission
     not_in_roster: list[str] = field(default_factory=list)  # learners the roster lacks
+    uploads: list[Path] = field(default_factory=list)  # the feedback zips for Moodle and Canvas
 
     @property
     def feedback(self) -> list[Path]:
@@ -186,4 +188,6 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
                                                           unattributed=unattributed, roster=roster_info,
                                                           notebooks=notebooks))
     written.paths.append(out / "grades.json")
+    written.uploads = write_uploads(out / "feedback", graded, pages, roster.kind if roster else None)
+    written.paths += written.uploads
     return written
