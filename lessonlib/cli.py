@@ -147,7 +147,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         return 2
     written = write_gradebook(settings.out, batch.results, batch.isolation, settings.limits(), settings.workers,
                               unattributed=batch.unattributed, roster=roster, marks=marks,
-                              notebooks=batch.notebooks)
+                              notebooks=batch.notebooks, absent_zero=args.absent_zero)
     if roster is not None:
         atomic_write_json(remembered, {"roster": str(roster.path.resolve()), "assignment": assignment}, mode=0o600)
     flagged = sum(len(res.flagged) for res in batch.results)
@@ -168,7 +168,10 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         for note in roster.notes:
             print(printable(f"note: {note}"))
         for name in written.missing:
-            print(printable(f"missing: {name} is in the roster but handed nothing in (0 points)"))
+            kept = "0 points" if args.absent_zero else "their grade in the LMS is left as it is; --absent-zero gives 0"
+            print(printable(f"missing: {name} is in the roster but handed nothing in ({kept})"))
+        for warning in written.warnings:
+            print(printable(f"warning: {warning}"), file=sys.stderr)
         for key in written.not_in_roster:
             print(printable(f"not in the roster: {key} (graded, but not in lms-import.csv)"), file=sys.stderr)
     return 0
@@ -215,6 +218,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
                             "in the same format, for the LMS to import")
     grade.add_argument("--assignment", metavar="NAME",
                        help="the Canvas assignment column to fill (an existing one, or a new one)")
+    grade.add_argument("--absent-zero", action="store_true",
+                       help="give roster learners with no submission 0 in lms-import.csv (default: leave their "
+                            "grade in the LMS as it is)")
     grade.add_argument("--quiet", action="store_true", help="no progress display")
     grade.set_defaults(func=_cmd_grade)
 

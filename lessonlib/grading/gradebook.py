@@ -138,6 +138,7 @@ class Written:
     missing: list[str] = field(default_factory=list)  # roster learners without a submission
     not_in_roster: list[str] = field(default_factory=list)  # learners the roster lacks
     uploads: list[Path] = field(default_factory=list)  # the feedback zips for Moodle and Canvas
+    warnings: list[str] = field(default_factory=list)  # what an import of lms-import.csv would miss
 
     @property
     def feedback(self) -> list[Path]:
@@ -146,10 +147,13 @@ class Written:
 
 def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits,
                     workers: int, *, unattributed: Sequence[Unattributed] = (), roster: Roster | None = None,
-                    marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = ()) -> Written:
+                    marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = (),
+                    absent_zero: bool = False) -> Written:
     """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied.
 
     ``notebooks`` is the assignment (empty: the whole course); totals count only its points.
+    ``absent_zero``: roster learners with no submission get 0 in lms-import.csv (default: their
+    grade in the LMS is left as it is).
     """
     out = Path(out)
     marks = marks or {}
@@ -162,7 +166,8 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         matched = match(roster, graded)
         written.missing = [roster.learner_name(row) for row in matched.missing]
         written.not_in_roster = [res.key for res in matched.not_in_roster]
-        written.paths.append(write_lms_import(out, roster, matched, max_points))
+        path, written.warnings = write_lms_import(out, roster, matched, max_points, absent_zero=absent_zero)
+        written.paths.append(path)
         graded = _roster_names(graded, matched, roster)
         summary = [[_missing_key(roster, row), roster.learner_name(row), "0", _num(max_points), "0.0", "", "0", "",
                     "", "", roster.learner_id(row), MISSING] for row in matched.missing]
