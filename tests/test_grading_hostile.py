@@ -212,7 +212,8 @@ def test_the_batch_finishes_with_every_learner_and_exercise(batch: Batch) -> Non
     assert len(batch.grades) == n
     assert len(batch.csv_rows) == n * ROWS_PER_LEARNER  # every exercise and written question, each
     assert {row["status"] for row in batch.csv_rows} >= {"passed", "not_attempted", "timeout", "exited"}
-    assert sorted(p.name for p in (batch.out / "feedback").iterdir()) == sorted(f"{n}.md" for n in batch.grades)
+    assert sorted(p.name for p in (batch.out / "feedback").iterdir()) == sorted(
+        f"{n}.{kind}" for n in batch.grades for kind in ("html", "md"))
 
 
 def test_innocent_learners_lose_nothing(batch: Batch) -> None:

@@ -1,13 +1,13 @@
-"""The gradebook: grades.csv, summary.csv, grades.json, manual.csv, feedback/<learner>.md and, with a
-roster, lms-import.csv; each written atomically.
+"""The gradebook: grades.csv, summary.csv, grades.json, manual.csv, feedback/<learner>.md and .html,
+the LMS feedback zips (uploads.py) and, with a roster, lms-import.csv; each written atomically.
 
 grades.csv has one row per learner and exercise (written questions included, with no points until
 a person grades them in manual.csv); summary.csv one row per learner with the total (and a row per
 roster learner with no submission, and per file no learner could be given); grades.json the same
 data with every detail; each feedback file what a learner should read: status, points, the
 misconceptions their answers show with hints, and their written answer, with the instructor's
-points and comment once graded. Hidden cases are named in feedback but their inputs and expected
-outputs are not shown.
+points and comment once graded (feedback.py says it; feedback_html.py makes the page). Hidden cases
+are named in feedback but their inputs and expected outputs are not shown.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from typing import Any
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
 from lessonlib.grading import records as r
 from lessonlib.grading.class_report import write_class_report
+from lessonlib.grading.feedback import exercise_blocks, feedback_blocks, markdown_lines, to_markdown
+from lessonlib.grading.feedback_html import feedback_html
 from lessonlib.grading.files import atomic_write_json, atomic_write_text
 from lessonlib.grading.lms import Unattributed
 from lessonlib.grading.manual import Mark, apply_marks, write_manual
@@ -30,13 +32,13 @@ from lessonlib.grading.roster import Matched, Roster, match, write_lms_import
 from lessonlib.grading.safe_text import csv_row
 from lessonlib.grading.sandbox import Isolation, Limits
 from lessonlib.grading.submissions import safe_key
+from lessonlib.grading.uploads import write_uploads
 
 GRADES_COLUMNS = ("learner", "name", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
 SUMMARY_COLUMNS = ("learner", "name", "points", "max_points", "percent", "manual_pending", "passed", "exercises",
                    "flagged", "isolation", "lms_id", "notes")
 MISSING = "missing: no submission"
 NOT_IN_ROSTER = "not in the roster"
-MAX_WRITTEN = 20_000
 
 
 def _num(x: float | None) -> str:
@@ -74,98 +76,14 @@ def summary_rows(results: Sequence[r.LearnerResult], *, not_in_roster: Sequence[
     return rows
 
 
-def _block(text: str) -> str:
-    fence = "````" if "```" in text else "```"
-    return f"{fence}\n{text}\n{fence}"
-
-
-def _quote(text: str) -> str:
-    if len(text) > MAX_WRITTEN:
-        text = text[:MAX_WRITTEN] + "\n\n[... cut: the answer is longer than the grader copies]"
-    return "\n".join("> " + line if line.strip() else ">" for line in text.splitlines())
-
-
 def exercise_markdown(g: r.ExerciseGrade) -> list[str]:
     """The feedback section of one exercise or written answer, as Markdown lines."""
-    words = r.STATUS_WORDS.get(g.status, g.status)
-    if g.kind == "manual" and g.status == r.GRADED_BY_HAND:
-        lines = [f"### {g.exercise} (written answer): {_num(g.points)} / {_num(g.max_points)} points, graded by hand",
-                 ""]
-        lines += [note for note in g.notes if note.startswith("Question:")] + [""]
-        if g.answer_text:
-            lines += ["Your answer:", "", _quote(g.answer_text), ""]
-        if g.diagnosis:
-            lines += [f"Rubric: {g.diagnosis}", ""]
-        if g.reason:
-            lines += ["Your instructor's comment:", "", _quote(g.reason), ""]
-        return lines
-    if g.kind == "manual":
-        lines = [f"### {g.exercise} (written answer, {_num(g.max_points)} points): {words}", ""]
-        lines += [note for note in g.notes if note.startswith("Question:")] + [""]
-        if g.answer_text:
-            lines += ["Your answer:", "", _quote(g.answer_text), "",
-                      f"**Needs manual grading** ({_num(g.max_points)} points): your instructor reads this answer.", ""]
-        else:
-            lines += [g.reason, ""]
-        return lines
-    lines = [f"### {g.exercise}: {_num(g.points)} / {_num(g.max_points)} points, {words}", ""]
-    if g.reason:
-        lines += [g.reason, ""]
-    if g.diagnoses:
-        lines += ["**What your answer shows**", ""]
-        for d in g.diagnoses:
-            lines += [f"- **{d['title']}** (`{d['name']}`): {d['message']}", f"  - Hint: {d['hint']}",
-                      f"  - Reread: {d['reread']}"]
-        lines.append("")
-    if g.failed_cases:
-        lines += ["**Cases that failed**", ""]
-        for f in g.failed_cases[:4]:
-            if f.get("hidden"):
-                lines.append(f"- `{f['case']}` (a hidden case): {f['description']}: {f['reason'].replace('_', ' ')}")
-                continue
-            lines += [f"- `{f['case']}`: {f['description']}", "", "  expected:", "",
-                      _indent(_block(f["expected"])), "", "  got:", "", _indent(_block(f["got"]))]
-            if f.get("detail"):
-                lines += ["", f"  {f['detail']}"]
-            lines.append("")
-        if len(g.failed_cases) > 4:
-            lines.append(f"- ... and {len(g.failed_cases) - 4} more")
-        lines.append("")
-    for note in g.notes:
-        lines += [f"Note: {note}", ""]
-    return lines
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())
+    return markdown_lines(exercise_blocks(g))
 
 
 def feedback_markdown(result: r.LearnerResult) -> str:
     """The feedback file of one learner."""
-    manual = [g for g in result.exercises if g.kind == "manual"]
-    lines = [f"# Feedback: {result.learner}", ""]
-    total = f"Automatic checks: **{_num(result.auto_points)} / {_num(result.auto_max_points)} points**."
-    if result.manual_pending:
-        total += f" Written answers ({_num(result.manual_pending)} points) are graded by hand."
-    elif any(g.status == r.GRADED_BY_HAND for g in manual):
-        total += f" Total with the written answers: **{_num(result.points)} / {_num(result.max_points)} points**."
-    lines += [total, "", "| notebook | exercise | points | result |", "|---|---|---|---|"]
-    for g in result.exercises:
-        points = "to be graded" if g.points is None else f"{_num(g.points)} / {_num(g.max_points)}"
-        words = r.STATUS_WORDS.get(g.status, g.status)
-        lines.append(f"| {g.notebook.removesuffix('.ipynb')} | {g.exercise} | {points} | {words} |")
-    lines.append("")
-    for note in result.notes:
-        lines += [f"Note: {note}", ""]
-    notebooks = list(dict.fromkeys(g.notebook for g in result.exercises))
-    for notebook in notebooks:
-        lines += [f"## {notebook}", ""]
-        for g in result.exercises:
-            if g.notebook == notebook:
-                lines += exercise_markdown(g)
-    if manual:
-        lines += ["---", "", "_Written answers marked \"needs manual grading\" have no points yet._", ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return to_markdown(feedback_blocks(result))
 
 
 def _in_assignment(notebook: str, notebooks: Sequence[str]) -> bool:
@@ -220,18 +138,23 @@ class Written:
     paths: list[Path] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # roster learners without a submission
     not_in_roster: list[str] = field(default_factory=list)  # learners the roster lacks
+    uploads: list[Path] = field(default_factory=list)  # the feedback zips for Moodle and Canvas
+    warnings: list[str] = field(default_factory=list)  # what an import of lms-import.csv would miss
 
     @property
     def feedback(self) -> list[Path]:
-        return [p for p in self.paths if p.parent.name == "feedback"]
+        return [p for p in self.paths if p.parent.name == "feedback" and p.suffix == ".md"]
 
 
 def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits,
                     workers: int, *, unattributed: Sequence[Unattributed] = (), roster: Roster | None = None,
-                    marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = ()) -> Written:
+                    marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = (),
+                    absent_zero: bool = False) -> Written:
     """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied.
 
     ``notebooks`` is the assignment (empty: the whole course); totals count only its points.
+    ``absent_zero``: roster learners with no submission get 0 in lms-import.csv (default: their
+    grade in the LMS is left as it is).
     """
     out = Path(out)
     marks = marks or {}
@@ -244,7 +167,8 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         matched = match(roster, graded)
         written.missing = [roster.learner_name(row) for row in matched.missing]
         written.not_in_roster = [res.key for res in matched.not_in_roster]
-        written.paths.append(write_lms_import(out, roster, matched, max_points))
+        path, written.warnings = write_lms_import(out, roster, matched, max_points, absent_zero=absent_zero)
+        written.paths.append(path)
         graded = _roster_names(graded, matched, roster)
         summary = [[_missing_key(roster, row), roster.learner_name(row), "0", _num(max_points), "0.0", "", "0", "",
                     "", "", roster.learner_id(row), MISSING] for row in matched.missing]
@@ -258,8 +182,10 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         "grades.csv": _csv(grades_rows(graded), GRADES_COLUMNS),
         "summary.csv": _csv(rows, SUMMARY_COLUMNS),
     }
+    pages = {res.key: feedback_html(res) for res in graded}
     for res in graded:
         files[f"feedback/{res.key}.md"] = feedback_markdown(res)
+        files[f"feedback/{res.key}.html"] = pages[res.key]
     for name, text in files.items():
         atomic_write_text(out / name, text)
         written.paths.append(out / name)
@@ -269,4 +195,6 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
                                                           unattributed=unattributed, roster=roster_info,
                                                           notebooks=notebooks))
     written.paths.append(out / "grades.json")
+    written.uploads = write_uploads(out / "feedback", graded, pages, roster.kind if roster else None)
+    written.paths += written.uploads
     return written
