@@ -6,13 +6,14 @@ import ast
 import csv
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
-from grading_submissions import ANSWER_CELLS, SOLUTIONS, masking, notebook, write_learner
+from grading_submissions import ANSWER_CELLS, SOLUTIONS, correct_learner, masking, notebook, write_learner
 
 from lessonlib import cli
 from lessonlib.exercises import EXERCISES, Outcome, Value, get_exercise, run_case
@@ -274,6 +275,27 @@ def test_in_the_sandbox_a_dead_grader_is_never_blamed_on_the_learner(tmp_path: P
     _blame(_batch_for(tmp_path), set())
     assert _load_suspects(tmp_path / "one") == {} and _load_suspects(tmp_path / "two") == {}
     assert not list(tmp_path.glob("*/results/*.started"))  # nothing left to blame on the next run either
+
+
+def test_a_rerun_shows_no_points_of_the_earlier_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Resuming after hand-grading: a progress line with the saved result's points would show the
+    earlier total (without manual.csv's marks), not the one the gradebook now holds."""
+    out = tmp_path / "out"
+    args = ["grade", str(correct_learner(tmp_path / "subs" / "alice")), "--out", str(out), "--timeout", "2"]
+    assert cli.main([*args, "--quiet"]) == 0
+    with open(out / "manual.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    rows[0]["points"] = rows[0]["max_points"]  # the written answer, graded by hand
+    with open(out / "manual.csv", "w", newline="") as f:
+        csv.DictWriter(f, fieldnames=list(rows[0])).writerows([dict(zip(rows[0], rows[0])), *rows])
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    with open(out / "summary.csv", newline="") as f:
+        total = float(next(csv.DictReader(f))["points"])
+    shown = [float(p) for p in re.findall(r"alice: ([\d.]+)/[\d.]+ points", err)]
+    assert all(p == total for p in shown), (shown, total)
+    assert "1 learner(s), 1 already graded" in err
 
 
 # --- gradebook ------------------------------------------------------------------------------------------
