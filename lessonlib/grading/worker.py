@@ -825,16 +825,14 @@ def _resident_kb() -> int:
 def _birth(data: bytes, wire: Any) -> tuple[bytes, int | None]:
     """The child's frames without its first, "born" (written before learner code ran), and the
     resident memory that frame gave (kB; None when the child never got that far)."""
-    frames, cut = wire.split_frames(data, limit=1)
-    if cut or not frames or frames[0][0] != "json":
-        return data, None
     try:
-        born = json.loads(frames[0][1].decode())
-    except ValueError:
+        kind, length = wire.unpack_header(data[:wire.HEADER_SIZE])
+        born = wire.load_json(data[wire.HEADER_SIZE:wire.HEADER_SIZE + length]) if kind == "json" else None
+    except wire.WireError:
         return data, None
     if not isinstance(born, dict) or born.get("kind") != "born" or not isinstance(born.get("rss_kb"), int):
         return data, None
-    return data[wire.HEADER_SIZE + len(frames[0][1]):], born["rss_kb"]
+    return data[wire.HEADER_SIZE + length:], born["rss_kb"]
 
 
 def _fork_child(task: dict[str, Any], part: str, cases: list[dict[str, Any]], cases_args: list[tuple[Any, ...]],
@@ -911,16 +909,14 @@ def _zygote(job: dict[str, Any], inputs: list[Any], runner: Any, wire: Any) -> N
     budget = job["limits"]["job_result_bytes"]
     for task in job["tasks"]:
         key = task["key"]
-        _emit(wire, {"kind": "started", "key": key, "solo": job["solo"], "level": job["level"], "time": time.time()})
+        _emit(wire, {"kind": "started", "key": key, "solo": job["solo"], "level": job["level"]})
         cases_args = [wire.decode_args(c["args"], inputs) for c in task["cases"]]
         cap = min(job["limits"]["result_bytes"], budget)
         public, fate = _fork_child(task, "public", task["cases"], cases_args, job, runner, wire, cap)
-        fate["truncated"] = wire.split_frames(public)[1]
         hidden, hidden_fate = b"", None
         if task.get("hidden"):
             cap = min(job["limits"]["result_bytes"], budget - len(public))
             hidden, hidden_fate = _fork_child(task, "hidden", [], [], job, runner, wire, cap)
-            hidden_fate["truncated"] = wire.split_frames(hidden)[1]
             _wipe(_writable_folders(job))  # nothing the hidden child wrote reaches a later public one
         budget -= len(public) + len(hidden)
         _emit(wire, {"kind": "result", "key": key, "fate": fate, "hidden_fate": hidden_fate, "split": len(public)},
@@ -1003,7 +999,7 @@ def _probe(job: dict[str, Any], wire: Any) -> None:
         report = {}
     report["fate"] = fate
     report["oom_counter"] = _oom_kills()
-    _emit(wire, {"kind": "probe"}, json.dumps(report).encode())
+    _emit(wire, {"kind": "probe", "report": report})
 
 
 # --- entry point --------------------------------------------------------------------------------------
@@ -1011,15 +1007,11 @@ def _probe(job: dict[str, Any], wire: Any) -> None:
 
 def _read_job(wire: Any) -> tuple[dict[str, Any], list[Any]]:
     """The job and its input arrays, from stdin (then stdin is closed)."""
-    data = sys.stdin.buffer.read()
-    frames, cut = wire.split_frames(data, limit=1)
-    if cut or not frames or frames[0][0] != "json":
-        raise ValueError("the job on stdin is not a JSON frame")
-    job = json.loads(frames[0][1].decode())
-    rest = data[wire.HEADER_SIZE + len(frames[0][1]):]
-    inputs, cut = wire.parse_frames(rest, array_limit=job["limits"]["array_bytes"])
-    if cut:
-        raise ValueError("the job's inputs are cut off")
+    data = sys.stdin.buffer.read()  # the grading process wrote it: no limit but its size
+    frames, problem = wire.read_frames(io.BytesIO(data), len(data), array_limit=len(data), json_limit=len(data))
+    if problem or not frames or not isinstance(frames[0], dict):
+        raise ValueError(f"the job on stdin is not a JSON frame and its inputs ({problem})")
+    job, inputs = frames[0], frames[1:]
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
