@@ -68,8 +68,13 @@ def test_outcomes_cross_as_json_and_npy_unchanged() -> None:
     np.testing.assert_array_equal(items[1].data, weights)
     assert [i.data for i in items[2:]] == [3, 2.5, np.inf, True, 1 + 2j]
     assert items[4].type_name == "numpy.float32"
-    failed = _round_trip(Outcome("raised", error="ValueError: bad (line 3 of the answer cell)"))
-    assert failed.error.startswith("ValueError") and failed.value is None
+    failed = _round_trip(run_case(lambda: _raise(BlockingIOError(11, "no more")), ()))
+    assert failed.error.startswith("BlockingIOError") and failed.value is None
+    assert failed.error_types == ("BlockingIOError", "OSError", "Exception") and failed.errno == 11
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
 
 
 def test_a_cut_stream_is_reported() -> None:

@@ -3,11 +3,14 @@
 The worker's output is read once, as data only (JSON and ``.npy`` through :mod:`wire`), into a
 :class:`TaskResult` per exercise. Cases with no outcome (the process was stopped, crashed or
 exited) count as failed, with that reason; they are never counted as passed. The check itself is
-:func:`lessonlib.exercises.judge`, the same one ``check()`` uses in a notebook.
+:func:`lessonlib.exercises.judge`, the same one ``check()`` uses in a notebook. A status beyond
+passed or failed comes from the zygote's account of how a child ended (its fate) or from an
+exception's class and errno, never from the text of a message.
 """
 
 from __future__ import annotations
 
+import errno
 import signal
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -181,25 +184,25 @@ _HIDDEN_ENDINGS = {
 }
 
 
-def _status_from_error(error: str, limits: Limits, *, hidden: bool = False) -> tuple[str, str] | None:
-    """A status for an exception that says more than "failed" (the program itself hit a limit).
-
-    ``hidden``: the error came from a hidden case: the status only, none of the error's text.
-    """
+def _status_from_error(error: str, types: tuple[str, ...], number: int | None, limits: Limits, *,
+                       hidden: bool = False) -> tuple[str, str] | None:
+    """A status for an exception that says more than "failed" (the program itself hit a limit), from
+    its classes and errno as the worker reported them, never its text. Learner code can raise any
+    class, so this names a status and a reason only; the points come from the cases.
+    ``hidden``: the error came from a hidden case: the status only, none of the error's text."""
     if hidden:
-        found = _status_from_error(error, limits)
+        found = _status_from_error(error, types, number, limits)
         return None if found is None else (found[0], _HIDDEN_ENDINGS.get(found[0], ""))
-    if error.startswith("LessonlibUnavailable"):
+    if "grader.LessonlibUnavailable" in types:
         return r.USES_LESSONLIB, ""
-    if error.startswith("SystemExit"):
+    if "SystemExit" in types:
         return r.EXITED, f"it called sys.exit() ({error}); an answer must return its result"
-    if error.startswith("MemoryError"):
+    if "MemoryError" in types:
         return r.MEMORY, f"it ran out of memory (the limit is {limits.memory_mb} MB): {error}"
-    if error.startswith("ResultTooLarge"):
+    if "grader.ResultTooLarge" in types:
         return r.TOO_LARGE, error.removeprefix("ResultTooLarge: ")
-    if error.startswith("BlockingIOError") and "Errno 11" in error:
-        return r.PROCESS_LIMIT, (f"it tried to start more processes than allowed ({limits.processes}): "
-                                 f"{error}")
+    if "BlockingIOError" in types and number == errno.EAGAIN:
+        return r.PROCESS_LIMIT, f"it tried to start more processes than allowed ({limits.processes}): {error}"
     return None
 
 
@@ -297,7 +300,7 @@ def assess(exercise: Exercise, plan: ExercisePlan, cases: list[Case], task: Task
         if raised is None:
             return _grade(plan, exercise, r.MISSING_ANSWER, f"Running the answer cell did not define `{name}`.",
                           notes=notes)
-        special = _status_from_error(raised, limits)
+        special = _status_from_error(raised, *wire.error_fields(answer), limits)
         if special:
             return _grade(plan, exercise, special[0], _lessonlib_reason(task.lessonlib) if special[0] ==
                           r.USES_LESSONLIB else f"The answer cell stopped: {special[1]}.", notes=notes)
@@ -383,7 +386,7 @@ def _first_limit(task: TaskResult, cases: list[Case], hidden_ids: set[str],
         hidden = case.id in hidden_ids
         outcome = _received(task, hidden).get(case.id)
         if outcome is not None and outcome.status == RAISED:
-            found = _status_from_error(outcome.error or "", limits, hidden=hidden)
+            found = _status_from_error(outcome.error or "", outcome.error_types, outcome.errno, limits, hidden=hidden)
             if found:
                 return found
     return None

@@ -243,6 +243,7 @@ def encode_outcome(outcome: Any, arrays: list[np.ndarray]) -> dict[str, Any]:
         "status": outcome.status,
         "value": None if outcome.value is None else encode_value(outcome.value, arrays),
         "error": None if outcome.error is None else _cut(outcome.error),
+        "error_types": list(outcome.error_types), "errno": outcome.errno,
         "peak_bytes": outcome.peak_bytes,
     }
 
@@ -280,9 +281,18 @@ def decode_outcome(d: Any, arrays: list[np.ndarray], outcome_type: type, value_t
     peak = d.get("peak_bytes")
     if peak is not None and (not isinstance(peak, int) or isinstance(peak, bool) or not 0 <= peak < 2**53):
         raise WireError("an outcome with an unreadable memory peak")
+    types, errno = error_fields(d)
     return outcome_type(
         d["status"],
         None if value is None else decode_value(value, arrays, value_type),
         None if error is None else _cut(error),
-        peak,
+        peak, types, errno,
     )
+
+
+def error_fields(d: dict[str, Any]) -> tuple[tuple[str, ...], int | None]:
+    """An exception's classes (``error_types``, most specific first) and ``errno`` as the worker
+    reported them; anything not in that form is dropped (learner code can write these frames)."""
+    types, errno = d.get("error_types"), d.get("errno")
+    names = tuple(t[:200] for t in types[:16] if isinstance(t, str)) if isinstance(types, list) else ()
+    return names, errno if type(errno) is int and abs(errno) < 2**31 else None

@@ -107,8 +107,12 @@ def _preimport() -> None:
 _LESSONLIB_CALLS: list[str] = []
 
 
+# The grader's own exceptions are named "grader.*" (see runner.error_types): a class that learner
+# code defines is named "__main__.*", so it is never taken for one of these.
 class LessonlibUnavailable(RuntimeError):
     """Raised by every function of the stand-in ``lessonlib`` seen by learner code."""
+
+    __module__ = "grader"
 
 
 def _refuse(qualname: str) -> Any:
@@ -193,6 +197,8 @@ class _Sink(io.TextIOBase):
 
 class ResultTooLarge(Exception):
     """A returned value holds more array data than the grader accepts."""
+
+    __module__ = "grader"
 
 
 def _megabytes(n: float) -> str:
@@ -333,15 +339,17 @@ def _run_cells(task: dict[str, Any], namespace: dict[str, Any], me: int) -> list
     report = []
     for step in task["program"]:
         mark = len(_LESSONLIB_CALLS)
-        raised = None
+        outcome = None
         try:
             code = compile(step["source"], step["filename"], "exec", dont_inherit=True)
             exec(code, namespace)
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
-            raised = _exception_text(exc, step["filename"])
+            outcome = _RUNNER.raised(exc, step["filename"])
         if os.getpid() != me:
             os._exit(0)  # a copy forked by learner code never reports
-        report.append({"label": step["label"], "raised": raised, "lessonlib": _calls_since(mark)})
+        report.append({"label": step["label"], "raised": outcome and outcome.error, "lessonlib": _calls_since(mark),
+                       "error_types": list(outcome.error_types) if outcome else [],
+                       "errno": outcome and outcome.errno})
     return report
 
 
@@ -352,10 +360,8 @@ def _run_one_case(runner: Any, answer: Any, case: dict[str, Any], args: tuple[An
             return runner.run_case(answer, args, call=False)
         target = _Guarded(answer, limit) if callable(answer) else answer
         return runner.run_case(target, args, call=True, trace_memory=case["trace_memory"])
-    except ResultTooLarge as exc:
-        return runner.Outcome(runner.RAISED, error=_exception_text(exc))
-    except BaseException as exc:  # noqa: BLE001 - reading the returned value failed
-        return runner.Outcome(runner.RAISED, error=_exception_text(exc))
+    except BaseException as exc:  # noqa: BLE001 - a value too large, or reading it failed
+        return runner.raised(exc)
 
 
 def _child(task: dict[str, Any], part: str, cases: list[dict[str, Any]], cases_args: list[tuple[Any, ...]],
