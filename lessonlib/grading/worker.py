@@ -426,50 +426,40 @@ def _child(task: dict[str, Any], part: str, cases: list[dict[str, Any]], cases_a
 # no learner code: nothing learner code can read says which mask a layer has.
 
 
-def _read_exact(fd: int, n: int) -> bytes:
+def _read_exact(read: Any, n: int) -> bytes:
+    """``n`` bytes from ``read`` (os.read on a descriptor, or a socket's recv), however they come."""
     chunks, got = [], 0
     while got < n:
-        chunk = os.read(fd, min(n - got, 1 << 20))
+        chunk = read(min(n - got, 1 << 20))
         if not chunk:
-            raise EOFError("the job ended early")
+            raise EOFError("the stream ended early")
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
 
 
 def _read_frame_fd(fd: int, wire: Any, limit: int) -> tuple[str, bytes]:
-    kind, length = wire.unpack_header(_read_exact(fd, wire.HEADER_SIZE))
+    kind, length = wire.unpack_header(_read_exact(lambda k: os.read(fd, k), wire.HEADER_SIZE))
     if length > limit:
         raise ValueError(f"a frame of {length} bytes in the job (limit {limit})")
-    return kind, _read_exact(fd, length)
-
-
-def _recv_exact(line: socket.socket, n: int) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        chunk = line.recv(min(n - got, 1 << 20))
-        if not chunk:
-            raise EOFError("the line to the keeper closed")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+    return kind, _read_exact(lambda k: os.read(fd, k), length)
 
 
 def _recv_frames(line: socket.socket, wire: Any, array_limit: int) -> tuple[dict[str, Any], list[Any]]:
     """One message: a JSON frame whose ``arrays`` counts the ``.npy`` frames after it (at most 8)."""
-    kind, length = wire.unpack_header(_recv_exact(line, wire.HEADER_SIZE))
+    kind, length = wire.unpack_header(_read_exact(line.recv, wire.HEADER_SIZE))
     if kind != "json" or length > wire.MAX_JSON_FRAME:
         raise ValueError("a message that does not start with a JSON frame")
-    head = wire.load_json(_recv_exact(line, length))
+    head = wire.load_json(_read_exact(line.recv, length))
     count = head.get("arrays", 0) if isinstance(head, dict) else -1
     if not isinstance(count, int) or not 0 <= count <= 64:
         raise ValueError("a message with an unreadable array count")
     arrays = []
     for _ in range(count):
-        kind, length = wire.unpack_header(_recv_exact(line, wire.HEADER_SIZE))
+        kind, length = wire.unpack_header(_read_exact(line.recv, wire.HEADER_SIZE))
         if kind != "npy" or length > array_limit + 4096:
             raise ValueError("an array frame too large or of the wrong kind")
-        arrays.append(wire.load_npy(_recv_exact(line, length), array_limit))
+        arrays.append(wire.load_npy(_read_exact(line.recv, length), array_limit))
     return head, arrays
 
 
