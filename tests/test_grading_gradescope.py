@@ -50,6 +50,7 @@ def test_the_zip_holds_setup_run_autograder_and_the_wheel(tmp_path: Path) -> Non
         meta = wheel.read(next(n for n in inside if n.endswith(".dist-info/METADATA"))).decode()
         assert "Requires-Dist: numpy" in meta  # the extras (lab, test) are not installed by setup.sh
         assert not [n for n in inside if "__pycache__" in n]
+    assert not (Path(__file__).parents[1] / "build").exists()  # pip wheel built a copy, not the checkout
     # the wheel installs: pip accepts it (its RECORD and metadata), without fetching anything
     check = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index",
                             "--quiet", str(tmp_path / wheel_name)], capture_output=True, text=True)
@@ -250,6 +251,7 @@ def test_hostile_learner_is_sealed_in_the_standin_root(standin: Path, isolation:
     shutil.rmtree(root / "results", ignore_errors=True)
     shutil.rmtree(root / "submission", ignore_errors=True)
     write_learner(root / "submission", masking({"masked_softmax": HOSTILE.format(root=str(root), marker=MARKER)}))
+    (root / "results").mkdir()  # Gradescope makes it before the run
     before = _package_hashes(root)
     venv = root / "lessonlib-venv"
     try:

@@ -79,18 +79,30 @@ class GradescopeError(RuntimeError):
 # --- the zip -------------------------------------------------------------------------------------
 
 
+SOURCE_FILES = ("pyproject.toml", "README.md", "LICENSE")  # what the build backend reads besides lessonlib/
+
+
 def build_wheel(dest: Path) -> Path:
-    """The lessonlib wheel, built by ``pip wheel`` from the course checkout into ``dest``."""
-    source = project_root()
-    if source is None:
+    """The lessonlib wheel, built by ``pip wheel`` from a copy of the course checkout, into ``dest``.
+
+    The copy keeps the checkout untouched (setuptools writes build/ beside its sources, and a stale
+    build/ could carry deleted modules into the wheel); pip takes the build backend (setuptools, see
+    pyproject.toml) from the package index or its cache.
+    """
+    checkout = project_root()
+    if checkout is None:
         raise GradescopeError("the wheel is built from the course checkout, and this lessonlib is an installed "
                               "wheel: run lessonlib gradescope build from the checkout's environment "
                               "(make .venv/.installed, or pip install -e . in the course folder)")
+    copy = Path(dest) / "source"
+    shutil.copytree(checkout / "lessonlib", copy / "lessonlib", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in SOURCE_FILES:
+        shutil.copy2(checkout / name, copy / name)
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(dest),
-                           str(source)], capture_output=True, text=True)
+                           str(copy)], capture_output=True, text=True)
     wheels = sorted(Path(dest).glob("lessonlib-*.whl"))
     if done.returncode != 0 or len(wheels) != 1:
-        raise GradescopeError(f"pip wheel {source} failed (status {done.returncode}): {done.stderr.strip()[-800:]}")
+        raise GradescopeError(f"pip wheel {checkout} failed (status {done.returncode}): {done.stderr.strip()[-800:]}")
     return wheels[0]
 
 
