@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -238,6 +239,21 @@ def _running(marker: str) -> list[int]:
         except OSError:
             pass
     return found
+
+
+def test_an_installed_lessonlib_builds_the_same_wheel(standin: Path, tmp_path: Path) -> None:
+    """pip wheel needs sources: an installed (not editable) lessonlib gives its files and metadata."""
+    run = subprocess.run([str(standin / "lessonlib-venv" / "bin" / "lessonlib"), "gradescope", "build", "--out",
+                          str(tmp_path / "again.zip")], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+    def contents(zip_path: Path) -> dict[str, bytes]:
+        with zipfile.ZipFile(zip_path) as zf:
+            wheel = io.BytesIO(zf.read(next(n for n in zf.namelist() if n.endswith(".whl"))))
+        with zipfile.ZipFile(wheel) as whl:
+            return {n: whl.read(n) for n in whl.namelist() if ".dist-info/" not in n}
+
+    assert contents(tmp_path / "again.zip") == contents(standin.parent / "autograder.zip")
 
 
 @pytest.mark.parametrize("isolation", ["auto", "limits"])
