@@ -58,6 +58,8 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends python3 python3-venv bubblewrap util-linux
 rm -rf /autograder/lessonlib-venv
 python3 -m venv /autograder/lessonlib-venv
+# 22.04's venv has pip 22.0: a current one reads the wheel's metadata (2.4) for sure
+/autograder/lessonlib-venv/bin/python -m pip install --quiet --upgrade pip
 /autograder/lessonlib-venv/bin/python -m pip install --quiet /autograder/source/{wheel}
 chmod 0755 /autograder
 chmod -R go-w,go+rX /autograder/lessonlib-venv
