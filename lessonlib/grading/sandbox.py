@@ -31,6 +31,7 @@ after kill -9 of the grader; :func:`stop_worker` kills the sandbox's PID 1 (from
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import pwd
@@ -271,16 +272,25 @@ def as_nobody() -> list[str]:
             "--bounding-set=-all", "--no-new-privs"]
 
 
+_SCRATCH_TOP: list[Path] = []  # the folder of this process's scratch folders for nobody, once made
+
+
 def _nobody_scratch(job_dir: Path) -> Path:
     """As root at level limits, a fresh scratch folder owned by nobody, outside the grader's folders
-    (which nobody cannot enter); ``job_dir/scratch`` links to it, and the next launch removes it."""
+    (which nobody cannot enter): in one folder per grading process, which nobody cannot list,
+    removed when the process exits. ``job_dir/scratch`` links to it; the next launch replaces it."""
     link = job_dir / "scratch"
     if link.is_symlink():
         shutil.rmtree(os.readlink(link), ignore_errors=True)
         link.unlink()
     elif link.is_dir():
         shutil.rmtree(link, ignore_errors=True)
-    scratch = Path(tempfile.mkdtemp(prefix="lessonlib-scratch-"))
+    if not _SCRATCH_TOP:
+        top = Path(tempfile.mkdtemp(prefix="lessonlib-scratch-"))
+        os.chmod(top, 0o711)
+        atexit.register(shutil.rmtree, top, True)
+        _SCRATCH_TOP.append(top)
+    scratch = Path(tempfile.mkdtemp(dir=_SCRATCH_TOP[0]))
     os.chown(scratch, *nobody())
     link.symlink_to(scratch)
     return scratch
