@@ -250,15 +250,15 @@ def run_autograder(root: Path, *, timeout: float = 10.0, memory_mb: int = 1024, 
     results.mkdir(parents=True, exist_ok=True)
     os.chmod(results, 0o755)  # the grader's alone to write
     results_path = results / "results.json"
-    try:
-        settings = read_assignment(root / "source")
-    except GradescopeError as exc:
-        return _failed(results_path, f"the autograder is misconfigured ({exc})", [])
-    notebooks = tuple(settings["notebooks"])
     with tempfile.TemporaryDirectory(prefix="lessonlib-gradescope-") as tmp:
         learner = Path(tmp) / "submission"
         learner.mkdir()
         skipped = _copy_submission(root / "submission", learner)
+        try:
+            settings = read_assignment(root / "source")
+        except GradescopeError as exc:
+            return _failed(results_path, f"the autograder is misconfigured ({exc})", skipped)
+        notebooks = tuple(settings["notebooks"])
         grading = GradeSettings(out=Path(tmp) / "gradebook", timeout=timeout, memory_mb=memory_mb, workers=1,
                                 seed=settings["seed"], notebooks=notebooks, isolation=isolation)
         try:
