@@ -273,7 +273,8 @@ def test_hostile_learner_is_sealed_in_the_standin_root(standin: Path, isolation:
     try:
         run = subprocess.run([str(venv / "bin" / "lessonlib"), "gradescope", "run", "--root", str(root),
                               "--timeout", "3", "--memory", "512", "--isolation", isolation], cwd=venv,
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, timeout=300,
+                             env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})  # the venv's own
         assert run.returncode == 0, run.stderr
         time.sleep(4)  # past the moment the detached process was to rewrite results.json
         assert _running(MARKER) == []  # nothing of the learner left running
