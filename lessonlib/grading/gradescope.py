@@ -41,7 +41,7 @@ from lessonlib.grading.batch import GradeSettings, GradingError, assignment_seed
 from lessonlib.grading.files import atomic_write_bytes, atomic_write_json
 from lessonlib.grading.gradebook import exercise_markdown
 from lessonlib.grading.sandbox import project_root
-from lessonlib.grading.submissions import course_notebooks
+from lessonlib.grading.submissions import assignment_courses
 
 SETTINGS = "assignment.json"  # in the zip's root, so /autograder/source/assignment.json
 
@@ -136,11 +136,10 @@ def build_wheel(dest: Path) -> Path:
 def assignment(notebooks: Sequence[str] = (), seed: int | None = None) -> dict[str, Any]:
     """The assignment's settings: its notebooks (all of the course's when none are named) and the
     hidden cases' seed (``assignment_seed`` of the notebooks unless one is chosen)."""
-    valid = [c.name for c in course_notebooks()]
-    unknown = sorted(set(notebooks) - set(valid))
-    if unknown:
-        raise GradescopeError(f"not a course notebook: {', '.join(unknown)}; expected some of {', '.join(valid)}")
-    chosen = sorted(set(notebooks)) or valid
+    try:
+        chosen = [c.name for c in assignment_courses(notebooks)]
+    except ValueError as exc:
+        raise GradescopeError(str(exc)) from None
     return {"notebooks": chosen, "seed": assignment_seed(chosen) if seed is None else int(seed)}
 
 

@@ -578,39 +578,37 @@ def stop_worker(worker: Worker) -> None:
             worker.group.remove()
 
 
-def read_records(job_dir: Path, result_limit: int) -> Iterator[tuple[dict[str, Any], bytes]]:
-    """The worker's records from ``worker.out``, one at a time: (header, payload) pairs, a cut-off
-    tail ignored. Memory holds one record at most: sizes are checked before anything is read.
+Part = tuple[list[Any], "str | None"]  # a child's frames, and what was wrong with the rest of them
 
-    A record is a JSON frame with ``kind`` (started, result, probe, fatal) and ``size``, followed
-    by ``size`` raw bytes (a task's frames, at most ``result_limit``).
-    """
+
+def read_records(job_dir: Path, limits: Limits, *, frames: bool = True) -> Iterator[tuple[dict[str, Any], list[Part]]]:
+    """The worker's records from ``worker.out``, read once, one at a time: a JSON header (``kind``:
+    started, result, probe or fatal; ``size``), then ``size`` bytes of frames in two parts (a task's
+    public child's, then its hidden child's, split at ``split``). Each size is checked before it is
+    read; a cut-off tail ends the records. ``frames=False``: the frames are skipped unread."""
     try:
         f = open(job_dir / OUT_FILE, "rb")
     except OSError:
         return
     with f:
         total = os.fstat(f.fileno()).st_size
-        at = 0
-        while total - at >= wire.HEADER_SIZE:
+        while total - f.tell() >= wire.HEADER_SIZE:
             try:
                 kind, length = wire.unpack_header(f.read(wire.HEADER_SIZE))
-            except wire.WireError:
-                return
-            if kind != "json" or length > wire.MAX_JSON_FRAME or at + wire.HEADER_SIZE + length > total:
-                return
-            try:
+                if kind != "json" or length > min(wire.MAX_JSON_FRAME, total - f.tell()):
+                    return
                 header = wire.load_json(f.read(length))
             except wire.WireError:
                 return
-            at += wire.HEADER_SIZE + length
-            size = header.get("size", 0) if isinstance(header, dict) else -1
-            if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= result_limit + 2**16 \
-                    or at + size > total:
+            size = header.get("size") if isinstance(header, dict) else None
+            if type(size) is not int or not 0 <= size <= min(limits.job_result_mb * 2**20 + 2**16, total - f.tell()):
                 return
-            payload = f.read(size)
-            at += size
-            yield header, payload
+            split = header.get("split")
+            split = split if type(split) is int and 0 <= split <= size else size
+            if not frames:
+                f.seek(size, os.SEEK_CUR)
+            yield header, [wire.read_frames(f, n, array_limit=limits.array_mb * 2**20)
+                           for n in (split, size - split)] if frames else []
 
 
 # --- the probe ----------------------------------------------------------------------------------
@@ -666,15 +664,15 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
             pass
         finally:
             stop_worker(worker)
-        records = list(read_records(job_dir, limits.result_mb * 2**20))
-        fatal = [h for h, _ in records if h.get("kind") == "fatal"]
+        records = [h for h, _ in read_records(job_dir, limits, frames=False)]
+        fatal = [h for h in records if h.get("kind") == "fatal"]
         if fatal:
             return {"error": str(fatal[0].get("error"))[:500]}
-        reports = [payload for h, payload in records if h.get("kind") == "probe"]
+        reports = [h["report"] for h in records if h.get("kind") == "probe" and isinstance(h.get("report"), dict)]
         if not reports:
             log = (job_dir / "worker.log").read_text(errors="replace")[-500:]
             return {"error": f"the probe worker ended with status {worker.returncode} ({log.strip()})"}
-        report = json.loads(reports[0].decode() or "{}")
+        report = reports[0]
     except (IsolationError, cgroups.CgroupError) as exc:
         return {"error": str(exc)}
     finally:
