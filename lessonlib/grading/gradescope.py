@@ -21,13 +21,10 @@ them as manual questions in Gradescope. ``--root`` lets tests use a folder stand
 
 from __future__ import annotations
 
-import importlib.metadata
 import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -35,13 +32,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import lessonlib
 from lessonlib.grading import records as r
 from lessonlib.grading.batch import GradeSettings, GradingError, assignment_seed, grade
 from lessonlib.grading.files import atomic_write_bytes, atomic_write_json
 from lessonlib.grading.gradebook import exercise_markdown
-from lessonlib.grading.sandbox import project_root
 from lessonlib.grading.submissions import assignment_courses
+from lessonlib.grading.wheel import WheelError, build_wheel
 
 SETTINGS = "assignment.json"  # in the zip's root, so /autograder/source/assignment.json
 
@@ -83,56 +79,6 @@ class GradescopeError(RuntimeError):
 # --- the zip -------------------------------------------------------------------------------------
 
 
-SOURCE_FILES = ("pyproject.toml", "README.md", "LICENSE")  # what the build backend reads besides lessonlib/
-
-
-def _pyproject_of_installed() -> str:
-    """A pyproject.toml for the installed lessonlib, from its metadata: name, version, Python,
-    dependencies (no extras), commands, and every file of the package."""
-    dist = importlib.metadata.distribution("lessonlib")
-    meta = dist.metadata
-    requires = [req for req in meta.get_all("Requires-Dist") or [] if "extra ==" not in req]
-    scripts = "".join(f"{json.dumps(ep.name)} = {json.dumps(ep.value)}\n" for ep in dist.entry_points
-                      if ep.group == "console_scripts")
-    return (f'[build-system]\nrequires = ["setuptools>=77"]\nbuild-backend = "setuptools.build_meta"\n\n'
-            f'[project]\nname = {json.dumps(meta["Name"])}\nversion = {json.dumps(meta["Version"])}\n'
-            f'requires-python = {json.dumps(meta["Requires-Python"] or ">=3.10")}\n'
-            f'dependencies = {json.dumps(requires)}\n\n[project.scripts]\n{scripts}\n'
-            f'[tool.setuptools.packages.find]\ninclude = ["lessonlib*"]\n\n'
-            f'[tool.setuptools.package-data]\n"*" = ["**/*"]\n')
-
-
-def _source_tree(copy: Path) -> Path:
-    """A copy of lessonlib's sources to build: the checkout's, or the installed package with a
-    pyproject.toml written from its metadata. A copy keeps the checkout untouched (setuptools
-    writes build/ beside its sources, and a stale build/ could carry deleted modules)."""
-    package = Path(lessonlib.__file__).parent
-    shutil.copytree(package, copy / "lessonlib", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    checkout = project_root()
-    if checkout is None:
-        (copy / "pyproject.toml").write_text(_pyproject_of_installed())
-    else:
-        for name in SOURCE_FILES:
-            shutil.copy2(checkout / name, copy / name)
-    return copy
-
-
-def build_wheel(dest: Path) -> Path:
-    """The lessonlib wheel, built by ``pip wheel`` into ``dest`` (pip takes the build backend,
-    setuptools, from the package index or its cache)."""
-    try:
-        source = _source_tree(Path(dest) / "source")
-    except importlib.metadata.PackageNotFoundError:
-        raise GradescopeError("lessonlib is not installed (pip install -e . in the course folder)") from None
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(dest),
-                           str(source)], capture_output=True, text=True)
-    wheels = sorted(Path(dest).glob("lessonlib-*.whl"))
-    if done.returncode != 0 or len(wheels) != 1:
-        raise GradescopeError(f"pip wheel of lessonlib failed (status {done.returncode}): "
-                              f"{done.stderr.strip()[-800:]}")
-    return wheels[0]
-
-
 def assignment(notebooks: Sequence[str] = (), seed: int | None = None) -> dict[str, Any]:
     """The assignment's settings: its notebooks (all of the course's when none are named) and the
     hidden cases' seed (``assignment_seed`` of the notebooks unless one is chosen)."""
@@ -155,7 +101,10 @@ def build_autograder(out: Path, notebooks: Sequence[str] = (), seed: int | None 
     out = Path(out)
     settings = assignment(notebooks, seed)
     with tempfile.TemporaryDirectory() as tmp:
-        wheel = build_wheel(Path(tmp))
+        try:
+            wheel = build_wheel(Path(tmp))
+        except WheelError as exc:
+            raise GradescopeError(str(exc)) from None
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
             _add(zf, "setup.sh", SETUP_SH.format(wheel=wheel.name, settings=SETTINGS).encode(), 0o755)
