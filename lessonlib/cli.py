@@ -5,7 +5,8 @@
     lessonlib exercises list      the exercises, their points and numbers of cases
     lessonlib grade SUBMISSION... --out DIR [--roster FILE --assignment NAME]
                                   grade learners' notebooks into a gradebook (and an LMS import file)
-    lessonlib gradescope build --out autograder.zip    the same checks as a Gradescope autograder
+    lessonlib gradescope build --notebooks 02_masking.ipynb --out autograder.zip
+                                                       the same checks as a Gradescope autograder
 
 Each command group is a function that adds its subparser (see :data:`COMMAND_GROUPS`), with its
 handler stored as ``func``.
@@ -230,7 +231,8 @@ def _cmd_gradescope_build(args: argparse.Namespace) -> int:
     from lessonlib.grading.gradescope import GradescopeError, build_autograder
 
     try:
-        path = build_autograder(Path(args.out))
+        notebooks = [n.strip() for n in (args.notebooks or "").split(",") if n.strip()]
+        path = build_autograder(Path(args.out), notebooks, args.seed)
     except GradescopeError as exc:
         print(f"lessonlib gradescope build: {exc}", file=sys.stderr)
         return 2
@@ -241,7 +243,7 @@ def _cmd_gradescope_build(args: argparse.Namespace) -> int:
 def _cmd_gradescope_run(args: argparse.Namespace) -> int:
     from lessonlib.grading.gradescope import run_autograder
 
-    results = run_autograder(Path(args.root), timeout=args.timeout, memory_mb=args.memory)
+    results = run_autograder(Path(args.root), timeout=args.timeout, memory_mb=args.memory, isolation=args.isolation)
     print(f"wrote {results}")
     return 0
 
@@ -250,14 +252,22 @@ def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
     """``lessonlib gradescope build|run``."""
     group = subparsers.add_parser("gradescope", help="the checks as a Gradescope autograder")
     commands = group.add_subparsers(dest="gradescope_command", required=True)
-    build = commands.add_parser("build", help="write the autograder zip (setup.sh, run_autograder, the wheel)")
+    build = commands.add_parser("build", help="write the autograder zip (setup.sh, run_autograder, the wheel, "
+                                              "the assignment's notebooks and seed)")
     build.add_argument("--out", default="autograder.zip", metavar="ZIP", help="the zip to write")
+    build.add_argument("--notebooks", metavar="NAMES", help="the assignment: course notebooks to grade, comma-"
+                                                           "separated (default: all of them)")
+    build.add_argument("--seed", type=int, default=None, metavar="S",
+                       help="seed of the hidden cases (default: one fixed by the notebooks; choose a new one "
+                            "for a new term)")
     build.set_defaults(func=_cmd_gradescope_build)
     run = commands.add_parser("run", help="grade ROOT/submission into ROOT/results/results.json (run_autograder "
                                           "calls this inside Gradescope)")
     run.add_argument("--root", default="/autograder", metavar="DIR", help="Gradescope's folder (default /autograder)")
     run.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="CPU seconds per exercise")
     run.add_argument("--memory", type=int, default=1024, metavar="MB", help="memory per exercise")
+    run.add_argument("--isolation", default="auto", choices=["auto", *LEVELS],
+                     help="default auto: bubblewrap where a trial sandbox works, else limits (as nobody, for root)")
     run.set_defaults(func=_cmd_gradescope_run)
 
 

@@ -444,6 +444,8 @@ def test_the_isolation_level_is_recorded(batch: Batch) -> None:
 
 def test_killing_the_grading_process_then_rerunning_finishes_the_batch(tmp_path: Path) -> None:
     """At level "limits" learner code can kill the grading process: the same command resumes."""
+    if os.geteuid() == 0:
+        pytest.skip("as root, learner code runs as nobody at level limits and cannot signal the grading process")
     subs, out = tmp_path / "submissions", tmp_path / "gradebook"
     correct_learner(subs / "ann")
     write_learner(subs / "killer", masking({"masked_softmax": KILL_PARENT}))
