@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -419,12 +420,12 @@ def test_symbolic_links_in_a_learner_folder_are_not_followed(tmp_path: Path) -> 
     assert learner.files == {} and "symbolic link" in learner.notes[0]
 
 
-@pytest.mark.parametrize("module", ["lessonlib/grading/worker.py", "lessonlib/grading/wire.py",
-                                    "lessonlib/exercises/runner.py"])
+@pytest.mark.parametrize("module", ["WORKER", "WIRE", "RUNNER"])
 def test_the_worker_loads_nothing_of_lessonlib(module: str) -> None:
     """The worker loads these files by path before learner code runs: they may import only the
-    standard library and NumPy (learner code must find no real lessonlib in the worker)."""
-    tree = ast.parse((SOLUTIONS.parent / module).read_text())
+    standard library and NumPy (learner code must find no real lessonlib in the worker). The files
+    are those of the lessonlib imported, installed or not."""
+    tree = ast.parse(getattr(sandbox, module).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert imported <= set(sys.stdlib_module_names) | {"numpy", "__future__"}, imported
@@ -504,3 +505,17 @@ def test_the_probe_tries_a_course_file_outside_the_python_environment(tmp_path, 
     assert sandbox._course_file(installed) == course / "week3" / "notes.md"
     (course / "week3" / "notes.md").unlink()
     assert sandbox._course_file(installed) is None  # nothing to try: the probe leaves that check out
+
+
+def test_scratch_folders_of_killed_graders_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root at level limits, nobody's scratch folders live in one folder per grading process; a
+    grader killed with kill -9 leaves its folder, and the next one removes it (not a live one's)."""
+    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = tmp_path / f"{sandbox.SCRATCH_PREFIX}{dead.pid}-x1"
+    live = tmp_path / f"{sandbox.SCRATCH_PREFIX}{os.getpid()}-x2"
+    for top in (left, live):
+        (top / "job").mkdir(parents=True)
+    sandbox._sweep_scratch()
+    assert not left.exists() and live.exists()

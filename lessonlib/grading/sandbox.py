@@ -273,6 +273,16 @@ def as_nobody() -> list[str]:
 
 
 _SCRATCH_TOP: list[Path] = []  # the folder of this process's scratch folders for nobody, once made
+SCRATCH_PREFIX = "lessonlib-scratch-"  # then the grading process's pid
+
+
+def _sweep_scratch() -> None:
+    """Remove the scratch folders of grading processes that no longer run (killed before their exit
+    handler could)."""
+    for top in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = top.name.removeprefix(SCRATCH_PREFIX).split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and top.stat().st_uid == os.geteuid():
+            shutil.rmtree(top, ignore_errors=True)
 
 
 def _nobody_scratch(job_dir: Path) -> Path:
@@ -286,7 +296,8 @@ def _nobody_scratch(job_dir: Path) -> Path:
     elif link.is_dir():
         shutil.rmtree(link, ignore_errors=True)
     if not _SCRATCH_TOP:
-        top = Path(tempfile.mkdtemp(prefix="lessonlib-scratch-"))
+        _sweep_scratch()
+        top = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         os.chmod(top, 0o711)
         atexit.register(shutil.rmtree, top, True)
         _SCRATCH_TOP.append(top)
