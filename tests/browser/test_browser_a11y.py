@@ -98,3 +98,19 @@ def test_images_described_and_links_stay_inside(stem: str, site: Path, offline: 
         if "solutions" in href or site.resolve() not in target.parents or not target.is_file():
             outside.append(href)
     assert not outside, f"{stem}.html links out of the copy: {outside}"
+
+
+def test_search_finds_sections_offline(site: Path, axe_ready: None, offline: OfflinePage) -> None:
+    """The contents page's search (MiniSearch over every section) answers offline, with links to sections."""
+    from playwright.sync_api import expect
+
+    page = offline.open(site / "index.html")
+    page.get_by_label("Words to find in any section").fill("causal mask")
+    results = page.locator("#search-results a")
+    expect(results.first).to_be_visible()
+    hrefs = results.evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert any(href.startswith("02_masking.html#") for href in hrefs), f"'causal mask' found only {hrefs}"
+    assert page.locator("#search-status").inner_text().endswith("found")
+    found = violations(page)
+    assert not blocking(found), f"index.html with search results, axe-core at WCAG 2.1 AA:\n{explain(found)}"
+    assert not offline.blocked and not offline.failed, f"the search needed the network: {offline.blocked}"

@@ -9,7 +9,7 @@ MathJax are copied beside the pages, so reading needs no network. They come from
 registry at build time, at the exact versions and integrity hashes in ``package.json`` beside
 this file; the tarballs are cached in ``build/site-npm``.
 
-Every page links to the contents and to the previous and next notebook, and the contents list
+Every page links to the contents and to the previous and next notebook; the contents list and search
 every section; the exercise notebooks are copied beside the pages as downloads (pages.py,
 contents.py). tests/browser checks the copy against WCAG 2.1 AA with axe-core.
 """
@@ -34,7 +34,7 @@ import nbformat
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # pages.py and contents.py beside this script
 
-from contents import Entry, index_page  # noqa: E402
+from contents import Entry, index_page, search_sections_js  # noqa: E402
 from pages import DOWNLOADS, add_navigation, keep_links_inside, sections  # noqa: E402
 
 ROOT = HERE.parent.parent
@@ -42,6 +42,7 @@ STATIC = "_static"  # folder beside the pages holding the browser files
 WIDGET_RENDERER_URL = f"{STATIC}/html-manager/embed-amd.js"
 REQUIRE_JS_URL = f"{STATIC}/require.js"
 MATHJAX_URL = f"{STATIC}/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe"
+SEARCH_INDEX = f"{STATIC}/search-sections.js"
 
 # Inside each npm tarball (paths after the leading "package/"): which files the pages need.
 MATHJAX_KEEP = (
@@ -132,6 +133,7 @@ def install_static(out: Path, cache: Path) -> None:
     shutil.rmtree(static / "html-manager-package")
     extract(fetch(assets["requirejs"], cache), static, keep=("require.js",))
     extract(fetch(assets["mathjax"], cache), static / "mathjax", keep=MATHJAX_KEEP, skip=MATHJAX_SKIP)
+    extract(fetch(assets["minisearch"], cache), static / "minisearch", keep=("dist/umd/index.js", "LICENSE.txt"))
 
 
 def notebook_title(nb: nbformat.NotebookNode, fallback: str) -> str:
@@ -211,6 +213,7 @@ def build(notebook_dirs: list[Path], out: Path, cache: Path) -> list[Path]:
         body = add_navigation(keep_links_inside(body, path, stems, set(downloads)), order, position)
         (out / f"{path.stem}.html").write_text(body, encoding="utf-8")
         entries.append(Entry(path.stem, title, sections(body)))
+    (out / SEARCH_INDEX).write_text(search_sections_js(entries), encoding="utf-8")
     (out / "index.html").write_text(index_page(entries, downloads), encoding="utf-8")
     return [out / "index.html", *(out / f"{p.stem}.html" for p in paths)]
 

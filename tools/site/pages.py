@@ -37,10 +37,11 @@ NAV_CSS = """
 
 @dataclass(frozen=True)
 class Section:
-    """A second-level heading of a notebook: its anchor and its text."""
+    """A second-level heading of a notebook: its anchor, its title and the text under it (for search)."""
 
     anchor: str
     title: str
+    text: str = ""
 
 
 def page_css() -> str:
@@ -78,14 +79,21 @@ def skip_link(label: str = "Skip to the lesson") -> str:
 
 
 def sections(body: str) -> list[Section]:
-    """The page's second-level headings, with the anchors nbconvert gave them."""
+    """The page's second-level headings, with the anchors nbconvert gave them and the text under them."""
     soup = BeautifulSoup(body, features="html.parser")
+    for unread in soup.select("script, style, a.anchor-link"):
+        unread.decompose()
+    headings = [h for h in soup.main.find_all("h2") if h.get("id")] if soup.main else []
     found = []
-    for heading in soup.find_all("h2"):
-        if heading.get("id"):
-            for anchor_link in heading.select("a.anchor-link"):
-                anchor_link.decompose()
-            found.append(Section(heading["id"], " ".join(heading.get_text().split())))
+    for heading, following in zip(headings, [*headings[1:], None]):
+        words = []
+        for element in heading.next_elements:
+            if element is following:
+                break
+            if isinstance(element, str):
+                words.extend(element.split())
+        title = " ".join(heading.get_text().split())
+        found.append(Section(heading["id"], title, " ".join(words)[len(title):].strip()))
     return found
 
 
