@@ -26,7 +26,15 @@ from lessonlib.grading.batch import assignment_seed
 MASKING = "02_masking.ipynb"
 
 
+def _build_traces() -> dict[str, int]:
+    """What a wheel built in the checkout leaves there (setuptools' build/lib, build/bdist.*, egg-info)."""
+    root = Path(__file__).resolve().parents[1]
+    found = [root / "build" / "lib", *root.glob("build/bdist.*"), *root.glob("*.egg-info")]
+    return {str(p): p.stat().st_mtime_ns for p in found if p.exists()}
+
+
 def test_the_zip_holds_setup_run_autograder_and_the_wheel(tmp_path: Path) -> None:
+    traces = _build_traces()
     assert cli.main(["gradescope", "build", "--notebooks", MASKING, "--out", str(tmp_path / "autograder.zip")]) == 0
     with zipfile.ZipFile(tmp_path / "autograder.zip") as zf:
         names = zf.namelist()
@@ -51,7 +59,7 @@ def test_the_zip_holds_setup_run_autograder_and_the_wheel(tmp_path: Path) -> Non
         meta = wheel.read(next(n for n in inside if n.endswith(".dist-info/METADATA"))).decode()
         assert "Requires-Dist: numpy" in meta  # the extras (lab, test) are not installed by setup.sh
         assert not [n for n in inside if "__pycache__" in n]
-    assert not (Path(__file__).parents[1] / "build").exists()  # pip wheel built a copy, not the checkout
+    assert _build_traces() == traces  # pip wheel built a copy, not the checkout
     # the wheel installs: pip accepts it (its RECORD and metadata), without fetching anything
     check = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index",
                             "--quiet", str(tmp_path / wheel_name)], capture_output=True, text=True)
