@@ -157,11 +157,13 @@ def rope_public() -> list[Case]:
     ])
 
 
+# (batch, vectors, width) of each hidden case: every seed draws these, only the numbers and positions differ.
+ROPE_HIDDEN = (((), 6, 4), ((2,), 5, 6), ((), 3, 10), ((3,), 4, 12))
+
+
 def rope_hidden(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for _ in range(4):
-        batch = tuple(int(b) for b in rng.integers(1, 4, size=int(rng.integers(0, 2))))
-        n, d = int(rng.integers(2, 7)), 2 * int(rng.integers(2, 7))
+    for batch, n, d in ROPE_HIDDEN:
         positions = np.sort(rng.choice(300, size=n, replace=False))
         cases.append(Case("", f"x {batch + (n, d)} at positions {positions.tolist()}",
                           (rng.normal(size=batch + (n, d)), positions)))
@@ -273,11 +275,16 @@ def order_public() -> list[Case]:
     ])
 
 
+HIDDEN_ORDER_SHAPE = (7, 6)  # n, d of every hidden x: its shape says nothing of the layer's kind
+
+
 def order_hidden(rng: np.random.Generator) -> list[Case]:
-    """One layer of each kind (two plain ones), in an order drawn from the seed."""
+    """One layer of each kind (two plain ones), in an order drawn from the seed.
+
+    Every seed draws the same kinds and shape; only the layers' weights, x and the order differ.
+    """
     kinds = ["plain", "rowwise", "learned", "sinusoidal", "causal", "rope", "plain"]
-    return [_order_case(str(k), int(rng.integers(1000, 10**6)), int(rng.integers(3, 8)), int(rng.choice([4, 6, 8])))
-            for k in rng.permutation(kinds)]
+    return [_order_case(str(k), int(rng.integers(1000, 10**6)), *HIDDEN_ORDER_SHAPE) for k in rng.permutation(kinds)]
 
 
 IS_ORDER_SENSITIVE = Exercise(
