@@ -13,6 +13,7 @@ from lessonlib.exercises.results import FailedCase
 from lessonlib.exercises.spec import (
     ArrayOutput,
     Case,
+    DetectFn,
     DiagnosisSpec,
     Exercise,
     NumberOutput,
@@ -242,6 +243,17 @@ def _memory_requirement(records: Sequence[Record]) -> FailedCase | None:
     )
 
 
+def _on_small_cases(detect: DetectFn) -> DetectFn:
+    """``detect`` on every case but those where peak memory is measured: their values tell no mistake
+    apart that the small cases do not, and re-enacting a mistake with 65,536 keys costs more than all
+    the other cases together."""
+
+    def small(records: Sequence[Record]) -> list[str]:
+        return detect([r for r in records if "memory" not in r.case.tags])
+
+    return small
+
+
 def _builds_full_matrix(records: Sequence[Record]) -> list[str]:
     holds, _, ids = _memory_verdict(records)
     return ids if holds else []
@@ -329,7 +341,7 @@ TILED_ATTENTION = Exercise(
             "kept so far were computed against the old maximum and were not rescaled.",
             "When the maximum moves from m to m_new, multiply both the running denominator and the "
             "running weighted sum of values by exp(m - m_new) before adding the new block.",
-            "tiled", matches_model(*_not_rescaled_models()),
+            "tiled", _on_small_cases(matches_model(*_not_rescaled_models())),
         ),
         DiagnosisSpec(
             "last_block_dropped", "Last partial block dropped",
@@ -357,7 +369,7 @@ TILED_ATTENTION = Exercise(
             "tiled_missing_scale", "No 1/sqrt(d_k) scaling",
             "The output matches attention on unscaled scores q.k.",
             "Scale the scores (or the queries) by 1/sqrt(d_k) as in dense attention.",
-            "scaling", matches_model(lambda q, k, v, b: _dense(q, k, v, scale=1.0).output),
+            "scaling", _on_small_cases(matches_model(lambda q, k, v, b: _dense(q, k, v, scale=1.0).output)),
         ),
     ),
     requirements=(
