@@ -5,7 +5,8 @@
     lessonlib exercises list      the exercises, their points and numbers of cases
     lessonlib grade SUBMISSION... --out DIR [--roster FILE --assignment NAME]
                                   grade learners' notebooks into a gradebook (and an LMS import file)
-    lessonlib gradescope build --out autograder.zip    the same checks as a Gradescope autograder
+    lessonlib gradescope build --notebooks 02_masking.ipynb --out autograder.zip
+                                                       the same checks as a Gradescope autograder
 
 Each command group is a function that adds its subparser (see :data:`COMMAND_GROUPS`), with its
 handler stored as ``func``.
@@ -108,7 +109,8 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     from lessonlib.grading.safe_text import printable
 
     settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
-                             workers=args.workers, seed=args.seed, isolation=args.isolation)
+                             workers=args.workers, seed=args.seed, isolation=args.isolation,
+                             notebooks=args.notebooks)
     roster = None
     remembered = settings.out / ".grading" / "roster.json"
     roster_path, assignment = args.roster, args.assignment
@@ -145,14 +147,18 @@ def _cmd_grade(args: argparse.Namespace) -> int:
               "run the same command again", file=sys.stderr)
         return 2
     written = write_gradebook(settings.out, batch.results, batch.isolation, settings.limits(), settings.workers,
-                              unattributed=batch.unattributed, roster=roster, marks=marks)
+                              unattributed=batch.unattributed, roster=roster, marks=marks,
+                              notebooks=batch.notebooks, absent_zero=args.absent_zero)
     if roster is not None:
         atomic_write_json(remembered, {"roster": str(roster.path.resolve()), "assignment": assignment}, mode=0o600)
     flagged = sum(len(res.flagged) for res in batch.results)
     print(f"graded {batch.graded} learner(s) in {batch.seconds:.1f} s ({len(batch.results) - batch.graded} "
           f"already saved); isolation: {batch.isolation.level}; {flagged} exercise(s) flagged for a look")
-    print(f"wrote {settings.out / 'grades.csv'}, summary.csv, grades.json, manual.csv and "
-          f"{len(written.feedback)} feedback file(s) in {settings.out / 'feedback'}")
+    print(f"wrote {settings.out / 'grades.csv'}, summary.csv, grades.json, manual.csv, class-report.html (what the "
+          f"class got wrong) and {len(written.feedback)} feedback file(s) in {settings.out / 'feedback'} "
+          "(Markdown and HTML)")
+    for path in written.uploads:
+        print(f"wrote {path} (feedback to upload to the LMS; see the instructor's guide)")
     graded_by_hand = sum(m.points is not None for m in marks.values())
     pending = sum(1 for res in batch.results for g in res.exercises if g.status == "needs_manual_grading")
     print(f"written answers: {graded_by_hand} graded in manual.csv, {max(pending - graded_by_hand, 0)} still to grade")
@@ -164,10 +170,26 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         for note in roster.notes:
             print(printable(f"note: {note}"))
         for name in written.missing:
-            print(printable(f"missing: {name} is in the roster but handed nothing in (0 points)"))
+            kept = "0 points" if args.absent_zero else "their grade in the LMS is left as it is; --absent-zero gives 0"
+            print(printable(f"missing: {name} is in the roster but handed nothing in ({kept})"))
+        for warning in written.warnings:
+            print(printable(f"warning: {warning}"), file=sys.stderr)
         for key in written.not_in_roster:
             print(printable(f"not in the roster: {key} (graded, but not in lms-import.csv)"), file=sys.stderr)
     return 0
+
+
+def notebook_list(text: str) -> tuple[str, ...]:
+    """``--notebooks a.ipynb,b.ipynb``: the names, checked against the course's."""
+    from lessonlib.grading.submissions import assignment_courses
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one notebook name")
+    try:
+        return tuple(c.name for c in assignment_courses(names))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
@@ -184,6 +206,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
                        help="CPU seconds per exercise (the clock allows twice that plus one; default 10)")
     grade.add_argument("--memory", type=int, default=1024, metavar="MB", help="memory per exercise (default 1024)")
     grade.add_argument("--workers", type=int, default=2, metavar="N", help="learners graded at once (default 2)")
+    grade.add_argument("--notebooks", type=notebook_list, default=(), metavar="NAMES",
+                       help="the assignment: the course notebooks to grade, separated by commas, e.g. "
+                            "02_masking.ipynb,04_cost.ipynb (default: all of them)")
     grade.add_argument("--seed", type=int, default=None, metavar="S",
                        help="seed of the hidden cases (default: one fixed by the assignment's notebooks; "
                             "choose a new one for a new term)")
@@ -195,6 +220,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
                             "in the same format, for the LMS to import")
     grade.add_argument("--assignment", metavar="NAME",
                        help="the Canvas assignment column to fill (an existing one, or a new one)")
+    grade.add_argument("--absent-zero", action="store_true",
+                       help="give roster learners with no submission 0 in lms-import.csv (default: leave their "
+                            "grade in the LMS as it is)")
     grade.add_argument("--quiet", action="store_true", help="no progress display")
     grade.set_defaults(func=_cmd_grade)
 
@@ -203,7 +231,8 @@ def _cmd_gradescope_build(args: argparse.Namespace) -> int:
     from lessonlib.grading.gradescope import GradescopeError, build_autograder
 
     try:
-        path = build_autograder(Path(args.out))
+        notebooks = [n.strip() for n in (args.notebooks or "").split(",") if n.strip()]
+        path = build_autograder(Path(args.out), notebooks, args.seed)
     except GradescopeError as exc:
         print(f"lessonlib gradescope build: {exc}", file=sys.stderr)
         return 2
@@ -214,7 +243,7 @@ def _cmd_gradescope_build(args: argparse.Namespace) -> int:
 def _cmd_gradescope_run(args: argparse.Namespace) -> int:
     from lessonlib.grading.gradescope import run_autograder
 
-    results = run_autograder(Path(args.root), timeout=args.timeout, memory_mb=args.memory)
+    results = run_autograder(Path(args.root), timeout=args.timeout, memory_mb=args.memory, isolation=args.isolation)
     print(f"wrote {results}")
     return 0
 
@@ -223,14 +252,22 @@ def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
     """``lessonlib gradescope build|run``."""
     group = subparsers.add_parser("gradescope", help="the checks as a Gradescope autograder")
     commands = group.add_subparsers(dest="gradescope_command", required=True)
-    build = commands.add_parser("build", help="write the autograder zip (setup.sh, run_autograder, the wheel)")
+    build = commands.add_parser("build", help="write the autograder zip (setup.sh, run_autograder, the wheel, "
+                                              "the assignment's notebooks and seed)")
     build.add_argument("--out", default="autograder.zip", metavar="ZIP", help="the zip to write")
+    build.add_argument("--notebooks", metavar="NAMES", help="the assignment: course notebooks to grade, comma-"
+                                                           "separated (default: all of them)")
+    build.add_argument("--seed", type=int, default=None, metavar="S",
+                       help="seed of the hidden cases (default: one fixed by the notebooks; choose a new one "
+                            "for a new term)")
     build.set_defaults(func=_cmd_gradescope_build)
     run = commands.add_parser("run", help="grade ROOT/submission into ROOT/results/results.json (run_autograder "
                                           "calls this inside Gradescope)")
     run.add_argument("--root", default="/autograder", metavar="DIR", help="Gradescope's folder (default /autograder)")
     run.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="CPU seconds per exercise")
     run.add_argument("--memory", type=int, default=1024, metavar="MB", help="memory per exercise")
+    run.add_argument("--isolation", default="auto", choices=["auto", *LEVELS],
+                     help="default auto: bubblewrap where a trial sandbox works, else limits (as nobody, for root)")
     run.set_defaults(func=_cmd_gradescope_run)
 
 

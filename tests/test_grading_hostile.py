@@ -84,6 +84,26 @@ plt.show()
 '''
 
 
+# Exceptions whose text looks like a limit the grader imposes: the class decides, never the message.
+FORGED_PROCESS_LIMIT = '''
+def masked_softmax(scores, allowed):
+    raise BlockingIOError("[Errno 11] Resource temporarily unavailable")  # no errno: text only
+'''
+
+FORGED_MEMORY = '''
+class MemoryError(Exception):  # a class of its own, named like the built-in one
+    pass
+
+def causal_mask(length):
+    raise MemoryError("Unable to allocate 8.00 TiB")
+'''
+
+NUMPY_MEMORY = '''
+def padding_mask(lengths, max_length):
+    return np.ones(2**40) > 0  # numpy raises its own subclass of MemoryError
+'''
+
+
 class _Listener:
     """A TCP server on the grader's loopback: learner code must never reach it."""
 
@@ -177,6 +197,8 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Batch:
         "enormous": masking({"masked_softmax": ENORMOUS}),
         "writer": masking({"masked_softmax": writes_into(out)}),
         "artist": masking({"causal_mask": ANSWER_THAT_DRAWS}, extra=DRAWING_CELLS),
+        "forger": masking({"masked_softmax": FORGED_PROCESS_LIMIT, "causal_mask": FORGED_MEMORY,
+                           "padding_mask": NUMPY_MEMORY}),
     }
     for name, notebooks in learners.items():
         write_learner(subs / name, notebooks)
@@ -208,11 +230,12 @@ ROWS_PER_LEARNER = len(EXERCISES) + len(MANUAL_QUESTIONS)
 
 def test_the_batch_finishes_with_every_learner_and_exercise(batch: Batch) -> None:
     assert batch.runs[-1] == 0
-    n = 19 if BOMB_SAFE else 18
+    n = 20 if BOMB_SAFE else 19
     assert len(batch.grades) == n
     assert len(batch.csv_rows) == n * ROWS_PER_LEARNER  # every exercise and written question, each
     assert {row["status"] for row in batch.csv_rows} >= {"passed", "not_attempted", "timeout", "exited"}
-    assert sorted(p.name for p in (batch.out / "feedback").iterdir()) == sorted(f"{n}.md" for n in batch.grades)
+    assert sorted(p.name for p in (batch.out / "feedback").iterdir()) == sorted(
+        f"{n}.{kind}" for n in batch.grades for kind in ("html", "md"))
 
 
 def test_innocent_learners_lose_nothing(batch: Batch) -> None:
@@ -224,7 +247,7 @@ def test_innocent_learners_lose_nothing(batch: Batch) -> None:
     summary = (batch.out / "summary.csv").read_text().splitlines()
     auto, manual = sum(e.points for e in EXERCISES.values()), sum(q.points for q in MANUAL_QUESTIONS.values())
     n, total = len(EXERCISES), auto + manual
-    assert summary[1].startswith(f"alice,{auto:g},{total:g},{100 * auto / total:.1f},{manual:g},{n},{n},,")
+    assert summary[1].startswith(f"alice,alice,{auto:g},{total:g},{100 * auto / total:.1f},{manual:g},{n},{n},,")
 
 
 def test_infinite_loop_is_stopped_by_the_cpu_limit(batch: Batch) -> None:
@@ -337,6 +360,15 @@ def test_calling_lessonlib_earns_no_points(batch: Batch) -> None:
     assert batch.grade("borrower", "padding_mask")["status"] == "passed"
 
 
+def test_an_error_that_only_looks_like_a_limit_is_an_ordinary_error(batch: Batch) -> None:
+    for exercise, looks_like in (("masked_softmax", "[Errno 11]"), ("causal_mask", "MemoryError")):
+        grade = batch.grade("forger", exercise)
+        assert grade["status"] == "failed" and grade["points"] == 0, grade["reason"]
+        assert looks_like in grade["diagnosis"]  # quoted as what the answer raised
+    grade = batch.grade("forger", "padding_mask")  # a real MemoryError, of a class numpy derives from it
+    assert grade["status"] == "memory" and "Unable to allocate" in grade["reason"]
+
+
 def _needs_sandbox(batch: Batch) -> None:
     if batch.level != "bubblewrap":
         assert not REQUIRED, f"REQUIRE_BUBBLEWRAP=1 but the batch ran at level {batch.level!r}"
@@ -411,12 +443,19 @@ def test_the_isolation_level_is_recorded(batch: Batch) -> None:
 
 
 def test_killing_the_grading_process_then_rerunning_finishes_the_batch(tmp_path: Path) -> None:
-    """At level "limits" learner code can kill the grading process: the same command resumes."""
+    """At level "limits" an ordinary user's learner code can kill the grading process: the same
+    command resumes. Root's learner code runs as nobody, which cannot: the first run finishes."""
     subs, out = tmp_path / "submissions", tmp_path / "gradebook"
     correct_learner(subs / "ann")
     write_learner(subs / "killer", masking({"masked_softmax": KILL_PARENT}))
     write_learner(subs / "zoe", masking())
     codes = run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--isolation", "limits")
+    if os.geteuid() == 0:
+        assert codes == [0], codes
+        grades = {lr["learner"]: {e["exercise"]: e for e in lr["exercises"]} for lr in load(out)[0]["learners"]}
+        assert grades["killer"]["masked_softmax"]["status"] not in ("passed", "stopped_grader")
+        assert all(g["status"] == "passed" for g in grades["ann"].values() if g["kind"] == "auto")
+        return
     assert codes[0] != 0, "the first run should have been killed by the learner's code"
     data, rows = load(out)
     grades = {lr["learner"]: {e["exercise"]: e for e in lr["exercises"]} for lr in data["learners"]}

@@ -259,10 +259,10 @@ def test_names_in_grades_and_summary_are_neutralised(tmp_path: Path) -> None:
         assert _formula_cells(tmp_path / name) == [], name
     with open(tmp_path / "grades.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert [row["learner"] for row in rows[::2]] == ["'" + name for name in FORMULAS[:2]]
+    assert [row["name"] for row in rows[::2]] == ["'" + name for name in FORMULAS[:2]]
     assert rows[0]["points"] == "1" and rows[0]["diagnosis"].startswith("'-ValueError")
     summary = _cells(tmp_path / "summary.csv")
-    assert summary[1][:3] == ["'" + FORMULAS[0], "1", "7"]  # points stay numbers
+    assert summary[1][1:4] == ["'" + FORMULAS[0], "1", "7"]  # points stay numbers
 
 
 def test_manual_csv_reads_back_what_was_written(tmp_path: Path) -> None:

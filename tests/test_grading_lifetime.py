@@ -164,6 +164,9 @@ def test_no_sandbox_process_outlives_the_grader(tmp_path: Path, level: str, how:
         cgroups.sweep(cgroups.detect().parents)  # the empty groups a killed grader leaves, as its next run does
 
 
+SAMPLING_SLACK_MB = 16  # what reading the processes one by one may count twice (the bound is 832 MB)
+
+
 def memory_kb(pid: int) -> int:
     """Memory a process holds of its own: anonymous and shared-memory pages (a shared library's pages
     stay cached for every process that maps them). Proportional shares where readable, else resident."""
@@ -193,7 +196,9 @@ def test_forked_processes_together_are_held_within_the_memory_limit(tmp_path: Pa
     limits = data["isolation"]["limits"]
     grade = next(g for g in data["learners"][0]["exercises"] if g["exercise"] == "masked_softmax")
     assert limits["host_memory_mb"] is not None, limits
-    assert peak <= limits["host_memory_mb"], f"{peak} MB held at once, more than {limits}"
+    # The processes are read one after another, not at one instant: one that frees its memory after
+    # being read while another grows can be counted twice, by a few MB on a busy machine.
+    assert peak <= limits["host_memory_mb"] + SAMPLING_SLACK_MB, f"{peak} MB held at once, more than {limits}"
     if limits["memory"].startswith("cgroup"):
         assert grade["status"] == "memory", grade["reason"]
         assert f"memory limit ({MEMORY_MB} MB" in grade["reason"]

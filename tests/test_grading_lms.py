@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from grading_submissions import EXERCISES, WRONG_PADDING, masking, notebook, stu
 from lessonlib import cli
 from lessonlib.exercises import MANUAL_QUESTIONS
 from lessonlib.grading import records as r
-from lessonlib.grading.lms import find_learners, layout
+from lessonlib.grading.lms import CANVAS_FILE, MOODLE_FOLDER, find_learners, layout
 from lessonlib.grading.manual import ManualError, read_manual
 from lessonlib.grading.roster import RosterError, lms_import_text, match, read_roster
 from lessonlib.grading.submissions import course_notebooks
@@ -133,7 +134,9 @@ def test_a_canvas_roster_fills_its_assignment_column(tmp_path: Path) -> None:
     lines = lms_import_text(roster, matched, 20).splitlines()
     assert lines == ["Student,ID,SIS User ID,SIS Login ID,Section,Attention homework (98765)",
                      "    Points Possible,,,,,20", '"Smith, Bob",340934,S1,bsmith,A,3',
-                     '"Jones, Amy",412233,S2,ajones,A,4', '"Missing, Carl",555555,S3,cmissing,B,0']
+                     '"Jones, Amy",412233,S2,ajones,A,4']  # Carl is absent: Canvas keeps his grade
+    assert lms_import_text(roster, matched, 20, absent_zero=True).splitlines()[-1] == \
+        '"Missing, Carl",555555,S3,cmissing,B,0'
     assert read_roster(path, "Week 3 lab").new_column  # a new column: Canvas creates the assignment
 
 
@@ -147,9 +150,10 @@ def test_a_moodle_worksheet_gets_grades_scaled_to_its_maximum(tmp_path: Path) ->
     matched = match(roster, [_result("Bob_Smith_1001", "1001", 3)])
     rows = list(csv.DictReader(io.StringIO(lms_import_text(roster, matched, 4))))
     assert list(rows[0]) == MOODLE_HEADER.strip().split(",")
-    assert (rows[0]["Grade"], rows[1]["Grade"]) == ("75", "0")
+    assert (rows[0]["Grade"], rows[1]["Grade"]) == ("75", "")  # an empty grade: Moodle leaves Dee's as it is
     assert rows[0]["Last modified (submission)"] == "Monday, 2 March 2026, 10:00 AM"
-    assert rows[1]["Feedback comments"] == "Missing: no submission was found."
+    assert rows[0]["Feedback comments"].startswith("Automatic grading: 3 / 4 points (0 of 1 exercises passed).")
+    assert rows[1]["Feedback comments"] == "Automatic grading: no submission was found."
 
 
 @pytest.mark.parametrize("text, message", [
@@ -188,6 +192,7 @@ def test_canvas_batch_with_roster_and_manual_round_trip(tmp_path: Path, capsys: 
                                 "--assignment", "Attention homework")
     assert code == 0, stderr
     assert "missing: Missing, Carl" in stdout and "not in the roster: doedan_777777" in stderr
+    assert "left as it is" in stdout
     assert "README.txt" in stderr and "notebook.ipynb" in stderr
     data = json.loads((out / "grades.json").read_text())
     learners = {lr["key"]: lr for lr in data["learners"]}
@@ -199,13 +204,30 @@ def test_canvas_batch_with_roster_and_manual_round_trip(tmp_path: Path, capsys: 
     assert "the latest, smithbob_LATE_340934_208490284_01_scaling-1.ipynb, was graded" in \
         (out / "feedback" / "smithbob_340934.md").read_text()
     summary = {row["learner"]: row for row in _csv_rows(out / "summary.csv")}
-    assert summary["Missing, Carl"]["notes"] == "missing: no submission" and summary["Missing, Carl"]["points"] == "0"
-    assert summary["doedan"]["notes"] == "not in the roster" and summary["smithbob"]["notes"] == "late"
+    carl = summary["Missing_Carl_555555"]
+    assert carl["name"] == "Missing, Carl" and carl["notes"] == "missing: no submission" and carl["points"] == "0"
+    assert summary["doedan_777777"]["notes"] == "not in the roster" and summary["smithbob_340934"]["notes"] == "late"
+    # one key and one name per learner in every file: the key of feedback/KEY.md, the roster's name
+    assert summary["smithbob_340934"]["name"] == "Smith, Bob" and summary["doedan_777777"]["name"] == "doedan"
+    assert {row["learner"] for row in _csv_rows(out / "grades.csv")} == {"smithbob_340934", "jonesamy_412233",
+                                                                        "doedan_777777"}
+    assert {(row["learner"], row["name"]) for row in _csv_rows(out / "grades.csv")} >= {("smithbob_340934",
+                                                                                         "Smith, Bob")}
+    assert (out / "feedback" / "smithbob_340934.md").read_text().startswith("# Feedback: Smith, Bob\n")
+    assert _csv_rows(out / "manual.csv") and all(row["name"] == summary[row["learner"]]["name"]
+                                                 for row in _csv_rows(out / "manual.csv"))
     assert [row["notes"].split(":")[0] for row in _csv_rows(out / "summary.csv")
             if row["learner"] == "(unattributed)"] == [str(folder / "README.txt"), str(folder / "notebook.ipynb")]
     lms = _csv_rows(out / "lms-import.csv")
-    assert [row["ID"] for row in lms] == ["", "340934", "412233", "555555"]
-    assert float(lms[1]["Attention homework (98765)"]) == bob["points"] and lms[3]["Attention homework (98765)"] == "0"
+    assert [row["ID"] for row in lms] == ["", "340934", "412233"]  # Carl, absent, keeps his grade in Canvas
+    assert float(lms[1]["Attention homework (98765)"]) == bob["points"]
+    assert (out / "feedback" / "smithbob_340934.html").read_text().startswith("<!DOCTYPE html>")
+    with zipfile.ZipFile(out / "feedback" / "canvas-reupload.zip") as archive:  # Canvas's Re-Upload Submissions
+        names = sorted(archive.namelist())
+    assert names == ["doedan_777777_208490400_feedback.html", "jonesamy_412233_208490302_feedback.html",
+                     "smithbob_LATE_340934_208490285_feedback.html"]  # each learner's latest file
+    assert [CANVAS_FILE.match(Path(n).stem)["id"] for n in names] == ["777777", "412233", "340934"]
+    assert not (out / "feedback" / "moodle-feedback-files.zip").exists()
 
     # the written answers: one row each in manual.csv, whatever the questions are called
     manual = _csv_rows(out / "manual.csv")
@@ -248,8 +270,7 @@ def test_canvas_batch_with_roster_and_manual_round_trip(tmp_path: Path, capsys: 
     most = MANUAL_QUESTIONS[exercise].points
     assert f"1.5 / {most:g} points, graded by hand" in feedback and "Good: say what an ablation would show." in feedback
     assert any(row["exercise"] == exercise and row["points"] == "1.5" and row["status"] == "graded_by_hand"
-               for row in _csv_rows(out / "grades.csv") if row["learner"] == next(
-                   lr["learner"] for lr in after["learners"] if lr["key"] == key))
+               for row in _csv_rows(out / "grades.csv") if row["learner"] == key)
     lms_id = next(lr["lms_id"] for lr in after["learners"] if lr["key"] == key)
     lms = {row["ID"]: row for row in _csv_rows(out / "lms-import.csv")}
     assert float(lms[lms_id]["Attention homework (98765)"]) == pytest.approx(points[key])
@@ -277,8 +298,20 @@ def test_moodle_batch_with_worksheet(tmp_path: Path, capsys: pytest.CaptureFixtu
     total = json.loads((out / "grades.json").read_text())["learners"][0]["max_points"]
     bob = next(lr for lr in json.loads((out / "grades.json").read_text())["learners"] if lr["lms_id"] == "1001")
     assert float(rows["Participant 1001"]["Grade"]) == pytest.approx(round(100 * bob["points"] / total, 2))
-    assert rows["Participant 1004"]["Grade"] == "0"
+    assert rows["Participant 1004"]["Grade"] == ""  # absent: Moodle skips an empty grade
     assert rows["Participant 1002"]["Grade"] == rows["Participant 1001"]["Grade"]  # "-2" replaced the wrong one
+    assert all(row["Feedback comments"].startswith("Automatic grading: ") for row in rows.values())
+    with zipfile.ZipFile(out / "feedback" / "moodle-feedback-files.zip") as archive:  # Moodle's feedback files
+        folders = sorted(name.split("/")[0] for name in archive.namelist())
+    assert folders == ["Amy Jones_1002_assignsubmission_file_", "Bob Smith_1001_assignsubmission_file_",
+                       "Carl Flat_1003_assignsubmission_file_"]
+    assert [MOODLE_FOLDER.match(f)["id"] for f in folders] == ["1002", "1001", "1003"]  # as lms.py reads them
+    assert not (out / "feedback" / "canvas-reupload.zip").exists()
+
+    code, _, stderr = _run(capsys, str(folder), "--out", str(out), "--absent-zero")
+    assert code == 0, stderr  # the same worksheet, a changed row: Moodle would skip it, and the run says so
+    assert "warning: 1 row(s)" in stderr and "(Participant 1004)" in stderr and "fresh grading worksheet" in stderr
+    assert {row["Identifier"]: row for row in _csv_rows(out / "lms-import.csv")}["Participant 1004"]["Grade"] == "0"
 
 
 def test_manual_csv_needs_its_columns(tmp_path: Path) -> None:

@@ -6,19 +6,22 @@ import ast
 import csv
 import io
 import json
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
-from grading_submissions import ANSWER_CELLS, SOLUTIONS, masking, notebook, write_learner
+from grading_submissions import ANSWER_CELLS, SOLUTIONS, correct_learner, masking, notebook, write_learner
 
 from lessonlib import cli
 from lessonlib.exercises import EXERCISES, Outcome, Value, get_exercise, run_case
 from lessonlib.grading import records as r
 from lessonlib.grading import sandbox, wire
-from lessonlib.grading.assess import TaskResult, assess, manual_grade
+from lessonlib.grading.assess import TaskResult, assess, manual_grade, read_results
 from lessonlib.grading.batch import (
     GradeSettings,
     GradingError,
@@ -26,7 +29,6 @@ from lessonlib.grading.batch import (
     _blame,
     _load_suspects,
     grade,
-    unpack_records,
 )
 from lessonlib.grading.files import atomic_write_text
 from lessonlib.grading.gradebook import GRADES_COLUMNS, feedback_markdown, write_gradebook
@@ -54,9 +56,8 @@ def _round_trip(outcome: Outcome) -> Outcome:
     arrays: list[np.ndarray] = []
     encoded = wire.encode_outcome(outcome, arrays)
     stream = wire.json_frame(encoded) + b"".join(wire.npy_frame(a) for a in arrays)
-    frames, truncated = wire.split_frames(stream)
-    assert not truncated
-    parsed = [wire.load_json(p) if kind == "json" else wire.load_npy(p, 2**20) for kind, p in frames]
+    parsed, problem = wire.read_frames(io.BytesIO(stream), len(stream), array_limit=2**20)
+    assert problem is None
     return wire.decode_outcome(parsed[0], parsed[1:], Outcome, Value)
 
 
@@ -69,14 +70,21 @@ def test_outcomes_cross_as_json_and_npy_unchanged() -> None:
     np.testing.assert_array_equal(items[1].data, weights)
     assert [i.data for i in items[2:]] == [3, 2.5, np.inf, True, 1 + 2j]
     assert items[4].type_name == "numpy.float32"
-    failed = _round_trip(Outcome("raised", error="ValueError: bad (line 3 of the answer cell)"))
-    assert failed.error.startswith("ValueError") and failed.value is None
+    failed = _round_trip(run_case(lambda: _raise(BlockingIOError(11, "no more")), ()))
+    assert failed.error.startswith("BlockingIOError") and failed.value is None
+    assert failed.error_types == ("BlockingIOError", "OSError", "Exception") and failed.errno == 11
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
 
 
 def test_a_cut_stream_is_reported() -> None:
-    stream = wire.json_frame({"kind": "done"}) + wire.npy_frame(np.zeros(3))
-    frames, truncated = wire.split_frames(stream[:-5])
-    assert len(frames) == 1 and truncated
+    stream = wire.json_frame({"kind": "done"}) + wire.npy_frame(np.zeros(3)) + wire.json_frame({"kind": "next"})
+    f = io.BytesIO(stream)
+    frames, problem = wire.read_frames(f, len(stream) - 20, array_limit=2**20)
+    assert frames[0] == {"kind": "done"} and len(frames) == 2  # the frames before the cut are kept
+    assert "cut off" in problem and f.tell() == len(stream) - 20
 
 
 @pytest.mark.parametrize("array", [np.array([{"a": 1}], dtype=object),
@@ -90,7 +98,7 @@ def test_only_numeric_arrays_are_accepted_back(array: np.ndarray) -> None:
 
 
 def test_npy_header_must_match_its_data_and_the_size_limit() -> None:
-    data = wire.npy_bytes(np.zeros((4, 4)))
+    data = wire.npy_frame(np.zeros((4, 4)))[wire.HEADER_SIZE:]
     with pytest.raises(wire.WireError, match="does not match"):
         wire.load_npy(data[:-8], 2**20)
     with pytest.raises(wire.WireError):
@@ -223,11 +231,12 @@ def test_lessonlib_calls_and_stopped_grader() -> None:
 
 
 def _marker(job: Path, key: str, solo: bool = False, finished: bool = False, level: str = "limits") -> None:
-    results = job / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    (results / f"{key}.started").write_text(json.dumps({"solo": solo, "level": level}))
-    if finished:
-        (results / f"{key}.status").write_text("{}")
+    """The worker's output as a dead grading process left it: ``key`` started (and maybe finished)."""
+    job.mkdir(parents=True, exist_ok=True)
+    records = wire.record({"kind": "started", "key": key, "solo": solo, "level": level})
+    records += wire.record({"kind": "result", "key": key, "fate": {}}) if finished else b""
+    with open(job / sandbox.OUT_FILE, "ab") as f:
+        f.write(records)
 
 
 def _batch_for(work: Path) -> _Batch:
@@ -235,21 +244,28 @@ def _batch_for(work: Path) -> _Batch:
                   courses=[], cases={}, submissions=[], seed_digest="")
 
 
-def test_worker_records_are_unpacked_and_a_cut_tail_is_ignored(tmp_path: Path) -> None:
-    job = tmp_path / "job"
-    job.mkdir()
-    data = (wire.record({"kind": "started", "key": "02_masking--causal_mask", "solo": False})
-            + wire.record({"kind": "result", "key": "02_masking--causal_mask", "fate": {"exit_code": 0}}, b"FRAMES")
-            + wire.record({"kind": "started", "key": "../escape"})
-            + wire.record({"kind": "started", "key": "02_masking--padding_mask"}))
-    (job / sandbox.OUT_FILE).write_bytes(data[:-3])  # the grading process died mid-record
-    assert unpack_records(job, LIMITS) is None
-    results = job / "results"
-    assert sorted(p.name for p in results.iterdir()) == [
-        "02_masking--causal_mask.frames", "02_masking--causal_mask.started", "02_masking--causal_mask.status"]
-    assert (results / "02_masking--causal_mask.frames").read_bytes() == b"FRAMES"
-    (job / sandbox.OUT_FILE).write_bytes(wire.record({"kind": "fatal", "error": "no python"}))
-    assert unpack_records(job, LIMITS) == "no python"
+def test_worker_records_are_read_once_into_task_results(tmp_path: Path) -> None:
+    key = "02_masking--causal_mask"
+    arrays: list[np.ndarray] = []
+    outcome = wire.encode_outcome(run_case(lambda n: np.tri(n, dtype=bool), (3,)), arrays)
+    public = (wire.json_frame({"kind": "cells", "cells": [{"label": "answer"}], "defined": True})
+              + wire.json_frame({"kind": "case", "id": "c1", "outcome": outcome, "arrays": 1})
+              + wire.npy_frame(arrays[0]) + wire.json_frame({"kind": "done"}))
+    hidden = wire.json_frame({"kind": "case", "id": "hidden-1", "outcome": outcome, "arrays": 1})  # cut: no array
+    data = (wire.record({"kind": "started", "key": key, "solo": False, "level": "limits"})
+            + wire.record({"kind": "result", "key": key, "fate": {"exit_code": 0}, "hidden_fate": {"exit_code": 0},
+                           "split": len(public)}, public + hidden)
+            + wire.record({"kind": "started", "key": "02_masking--padding_mask", "level": "limits"}))
+    (tmp_path / sandbox.OUT_FILE).write_bytes(data[:-3])  # the grading process died mid-record
+    report = read_results(tmp_path, LIMITS)
+    task = report.results[key]
+    assert task.done and not task.broken and task.fate == {"exit_code": 0}
+    np.testing.assert_array_equal(task.outcomes["c1"].value.data, np.tri(3, dtype=bool))
+    assert task.hidden is not None and not task.hidden.outcomes and "missing arrays" in task.hidden.broken
+    assert report.in_flight() == {} and report.fatal is None  # the cut-off record is not read
+    (tmp_path / sandbox.OUT_FILE).write_bytes(data + wire.record({"kind": "fatal", "error": "no python"}))
+    report = read_results(tmp_path, LIMITS)
+    assert list(report.in_flight()) == ["02_masking--padding_mask"] and report.fatal == "no python"
 
 
 def test_a_lone_unfinished_exercise_is_blamed_several_are_rerun_alone(tmp_path: Path) -> None:
@@ -273,7 +289,28 @@ def test_in_the_sandbox_a_dead_grader_is_never_blamed_on_the_learner(tmp_path: P
     _marker(tmp_path / "two", "02_masking--causal_mask", level="bubblewrap")
     _blame(_batch_for(tmp_path), set())
     assert _load_suspects(tmp_path / "one") == {} and _load_suspects(tmp_path / "two") == {}
-    assert not list(tmp_path.glob("*/results/*.started"))  # nothing left to blame on the next run either
+    assert not list(tmp_path.glob(f"*/{sandbox.OUT_FILE}"))  # nothing left to blame on the next run either
+
+
+def test_a_rerun_shows_no_points_of_the_earlier_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Resuming after hand-grading: a progress line with the saved result's points would show the
+    earlier total (without manual.csv's marks), not the one the gradebook now holds."""
+    out = tmp_path / "out"
+    args = ["grade", str(correct_learner(tmp_path / "subs" / "alice")), "--out", str(out), "--timeout", "2"]
+    assert cli.main([*args, "--quiet"]) == 0
+    with open(out / "manual.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    rows[0]["points"] = rows[0]["max_points"]  # the written answer, graded by hand
+    with open(out / "manual.csv", "w", newline="") as f:
+        csv.DictWriter(f, fieldnames=list(rows[0])).writerows([dict(zip(rows[0], rows[0])), *rows])
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    with open(out / "summary.csv", newline="") as f:
+        total = float(next(csv.DictReader(f))["points"])
+    shown = [float(p) for p in re.findall(r"alice: ([\d.]+)/[\d.]+ points", err)]
+    assert all(p == total for p in shown), (shown, total)
+    assert "1 learner(s), 1 already graded" in err
 
 
 # --- gradebook ------------------------------------------------------------------------------------------
@@ -299,7 +336,7 @@ def test_gradebook_files(tmp_path: Path) -> None:
     summary = (tmp_path / "summary.csv").read_text().splitlines()
     pending = result.exercises[1].max_points  # the written question's points, all pending
     total = 3 + pending
-    assert summary[1].startswith(f"Zoë O'Neil,1,{total:g},{100 / total:.1f},{pending:g},0,1,,bubblewrap,,")
+    assert summary[1].startswith(f"{result.key},Zoë O'Neil,1,{total:g},{100 / total:.1f},{pending:g},0,1,,bubblewrap,,")
     text = feedback_markdown(result)
     assert "SECRET" not in text and "hidden-2` (a hidden case)" in text
     assert "> Weights are not effects.\n>\n> Ablate a key." in text and "**Needs manual grading**" in text
@@ -383,12 +420,12 @@ def test_symbolic_links_in_a_learner_folder_are_not_followed(tmp_path: Path) -> 
     assert learner.files == {} and "symbolic link" in learner.notes[0]
 
 
-@pytest.mark.parametrize("module", ["lessonlib/grading/worker.py", "lessonlib/grading/wire.py",
-                                    "lessonlib/exercises/runner.py"])
+@pytest.mark.parametrize("module", ["WORKER", "WIRE", "RUNNER"])
 def test_the_worker_loads_nothing_of_lessonlib(module: str) -> None:
     """The worker loads these files by path before learner code runs: they may import only the
-    standard library and NumPy (learner code must find no real lessonlib in the worker)."""
-    tree = ast.parse((SOLUTIONS.parent / module).read_text())
+    standard library and NumPy (learner code must find no real lessonlib in the worker). The files
+    are those of the lessonlib imported, installed or not."""
+    tree = ast.parse(getattr(sandbox, module).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert imported <= set(sys.stdlib_module_names) | {"numpy", "__future__"}, imported
@@ -408,7 +445,9 @@ def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeyp
     for unprotected in ("solutions/", "the output folder", "network", "signal the grading process"):
         assert unprotected in isolation.warning
     assert isolation.verified["course_files_readable"] and isolation.verified["network"]  # the probe saw it
-    assert isolation.verified["home_folder_readable"]
+    # root's learner code runs as nobody, which cannot enter a home folder of root's
+    assert isolation.verified["home_folder_readable"] is (os.geteuid() != 0)
+    assert isolation.verified["runs_as"] == ("nobody" if os.geteuid() == 0 else sandbox._user_name(os.getuid()))
     with pytest.raises(sandbox.IsolationError, match="bwrap is not installed"):
         sandbox.choose_isolation("bubblewrap", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
 
@@ -466,3 +505,17 @@ def test_the_probe_tries_a_course_file_outside_the_python_environment(tmp_path, 
     assert sandbox._course_file(installed) == course / "week3" / "notes.md"
     (course / "week3" / "notes.md").unlink()
     assert sandbox._course_file(installed) is None  # nothing to try: the probe leaves that check out
+
+
+def test_scratch_folders_of_killed_graders_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root at level limits, nobody's scratch folders live in one folder per grading process; a
+    grader killed with kill -9 leaves its folder, and the next one removes it (not a live one's)."""
+    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = tmp_path / f"{sandbox.SCRATCH_PREFIX}{dead.pid}-x1"
+    live = tmp_path / f"{sandbox.SCRATCH_PREFIX}{os.getpid()}-x2"
+    for top in (left, live):
+        (top / "job").mkdir(parents=True)
+    sandbox._sweep_scratch()
+    assert not left.exists() and live.exists()

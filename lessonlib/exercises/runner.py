@@ -53,13 +53,16 @@ class Outcome:
     status: "returned", "not_implemented" (the answer raised NotImplementedError, or a value
     answer is still a placeholder such as None) or "raised". error: the exception's type and
     message, with the line of the answer where it was raised when known. peak_bytes: peak traced
-    memory during the call, when the case asked for it.
+    memory during the call, when the case asked for it. error_types and errno: see
+    :func:`error_types`; a status is decided from these, never from the message.
     """
 
     status: str
     value: Value | None = None
     error: str | None = None
     peak_bytes: int | None = None
+    error_types: tuple[str, ...] = ()
+    errno: int | None = None
 
 
 def _type_name(obj: object) -> str:
@@ -145,10 +148,35 @@ def error_text(exc: BaseException, filename: str | None = None, *, where: str = 
     return text[:MAX_ERROR_TEXT]
 
 
-def _error_text(exc: BaseException, answer: object) -> str:
-    """The error of an answer, with the line of the answer cell where it was raised when known."""
+def error_types(exc: BaseException) -> tuple[str, ...]:
+    """The exception's class and the classes it derives from, most specific first, as "module.Name"
+    ("Name" for built-in ones; BaseException and object left out): ``("BlockingIOError", "OSError",
+    "Exception")``. A class that learner code defines is named after its module (``__main__``), so
+    text that only looks like a system error names no built-in class. Never raises."""
+    try:
+        names = []
+        for cls in type(exc).__mro__[:18]:
+            module = type.__dict__["__module__"].__get__(cls)  # what the class says, never a property of it
+            module = module if isinstance(module, str) else "?"
+            if cls not in (BaseException, object):
+                names.append(cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}")
+        return tuple(n[:200] for n in names[:16])
+    except Exception:  # noqa: BLE001 - a learner's class may be odd in any way
+        return ()
+
+
+def raised(exc: BaseException, filename: str | None = None, *, where: str = "") -> Outcome:
+    """The outcome of an answer that raised ``exc``: its text (see :func:`error_text`), its classes
+    and, for an OSError, its errno."""
+    errno = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
+    return Outcome(RAISED, error=error_text(exc, filename, where=where), error_types=error_types(exc),
+                   errno=errno if isinstance(errno, int) and not isinstance(errno, bool) else None)
+
+
+def _raised(exc: BaseException, answer: object) -> Outcome:
+    """The outcome of an answer that raised, with the line of the answer cell where it was raised when known."""
     code = getattr(answer, "__code__", None)
-    return error_text(exc, getattr(code, "co_filename", None), where=" of the answer cell")
+    return raised(exc, getattr(code, "co_filename", None), where=" of the answer cell")
 
 
 def _copy_inputs(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -195,7 +223,7 @@ def run_case(
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - a learner's SystemExit must not end the check
-        return Outcome(RAISED, error=_error_text(exc, answer))
+        return _raised(exc, answer)
     finally:
         if started:
             tracemalloc.stop()

@@ -1,12 +1,14 @@
 """The thin ipywidgets layer every explorer shares: controls, a text readout and a figure image.
 
 The readout carries the CSS class ``lessonlib-readout`` so a browser test can read it; the
-figure is re-rendered to PNG into an Image widget (no Output widget, so nothing stray is
-captured in the notebook), with a text statement of what it shows beside it.
+figure is re-rendered to PNG into an ``<img>`` inside an HTML widget (no Output widget, so
+nothing stray is captured in the notebook), with a text statement of what it shows as its alt
+text and as a caption beside it. (ipywidgets' Image widget has no alt attribute.)
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import html
 from collections.abc import Callable
@@ -15,6 +17,12 @@ from typing import Any
 from lessonlib.plots import figure_png
 
 READOUT_CLASS = "lessonlib-readout"
+
+
+def figure_img(png: bytes, statement: str) -> str:
+    """An ``<img>`` element showing ``png`` inline, with ``statement`` as its alt text."""
+    source = base64.b64encode(png).decode("ascii")
+    return f'<img src="data:image/png;base64,{source}" alt="{html.escape(statement, quote=True)}">'
 
 
 def build_explorer(
@@ -40,14 +48,15 @@ def build_explorer(
     readout = widgets.HTML()
     readout.add_class(READOUT_CLASS)
     caption = widgets.HTML()
-    image = widgets.Image(format="png")
+    image = widgets.HTML()
 
     def update(_change: object = None) -> None:
         chosen = dataclasses.replace(settings, **{name: w.value for name, w in controls.items()})
         result = compute(chosen)
         readout.value = f"<pre style='margin:0'>{html.escape(describe(result))}</pre>"
-        image.value = figure_png(draw(result))
-        caption.value = f"<i>Figure: {html.escape(alt_text(result))}</i>"
+        statement = f"Figure: {alt_text(result)}"
+        image.value = figure_img(figure_png(draw(result)), statement)
+        caption.value = f"<i>{html.escape(statement)}</i>"
 
     for widget in controls.values():
         widget.observe(update, names="value")

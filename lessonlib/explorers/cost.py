@@ -284,9 +284,10 @@ def show(settings: Settings = Settings()) -> Any:
     figure = Figure()
     wide = {"description_width": "initial"}
     controls = {
-        "n": widgets.SelectionSlider(options=N_CHOICES, value=settings.n, description="length n"),
-        "heads": widgets.SelectionSlider(options=HEAD_CHOICES, value=settings.heads, description="heads H"),
-        "batch": widgets.SelectionSlider(options=BATCH_CHOICES, value=settings.batch, description="batch B"),
+        # drop-downs, not sliders: ipywidgets' slider handles carry no accessible name
+        "n": widgets.Dropdown(options=N_CHOICES, value=settings.n, description="length n"),
+        "heads": widgets.Dropdown(options=HEAD_CHOICES, value=settings.heads, description="heads H"),
+        "batch": widgets.Dropdown(options=BATCH_CHOICES, value=settings.batch, description="batch B"),
         "dtype": widgets.Dropdown(options=DTYPE_CHOICES, value=settings.dtype, description="dtype"),
         "measure": widgets.Checkbox(value=settings.measure, description="measure on this machine (B = H = 1)",
                                     style=wide),

@@ -287,10 +287,11 @@ def show(settings: Settings = Settings()) -> Any:
     wide = {"description_width": "initial"}
     controls = {
         "key": widgets.Dropdown(options=list(range(N_KEYS)), value=settings.key, description="key"),
-        "scale": widgets.FloatSlider(value=settings.scale, min=-2.0, max=3.0, step=0.25,
-                                     description="scale its value", style=wide),
-        "shift": widgets.FloatSlider(value=settings.shift, min=-3.0, max=3.0, step=0.5,
-                                     description="shift it where the readout is blind", style=wide),
+        # number boxes, not sliders: ipywidgets' slider handles carry no accessible name
+        "scale": widgets.BoundedFloatText(value=settings.scale, min=-2.0, max=3.0, step=0.25,
+                                          description="scale its value", style=wide),
+        "shift": widgets.BoundedFloatText(value=settings.shift, min=-3.0, max=3.0, step=0.5,
+                                          description="shift it where the readout is blind", style=wide),
         "exclude": widgets.Checkbox(value=settings.exclude, description="exclude it (mask)", style=wide),
     }
 

@@ -342,8 +342,9 @@ def show(settings: Settings = Settings()) -> Any:
     figure = Figure(settings.n_tokens)
     controls = {
         "mechanism": widgets.Dropdown(options=MECHANISMS, value=settings.mechanism, description="position"),
-        "shuffle": widgets.IntSlider(value=settings.shuffle, min=0, max=9, description="shuffle seed"),
-        "offset": widgets.IntSlider(value=settings.offset, min=0, max=100, description="offset"),
+        # a drop-down and a number box, not sliders: ipywidgets' slider handles carry no accessible name
+        "shuffle": widgets.Dropdown(options=list(range(10)), value=settings.shuffle, description="shuffle seed"),
+        "offset": widgets.BoundedIntText(value=settings.offset, min=0, max=100, description="offset"),
         "causal": widgets.Checkbox(value=settings.causal, description="causal mask"),
     }
 

@@ -129,7 +129,11 @@ class Figure:
 
 
 def show(settings: Settings = Settings()) -> Any:
-    """The widget: a d_k slider, a scaling switch and an entry-size slider wired to compute() and draw()."""
+    """The widget: a d_k drop-down, a scaling switch and an entry-size drop-down wired to compute() and draw().
+
+    Drop-downs rather than sliders: a screen reader names a drop-down by its label, while
+    ipywidgets' slider handles carry no accessible name.
+    """
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer
@@ -137,11 +141,11 @@ def show(settings: Settings = Settings()) -> Any:
     figure = Figure(settings.n_keys)
     wide = {"description_width": "initial"}
     controls = {
-        "d_k": widgets.SelectionSlider(options=D_K_CHOICES, value=settings.d_k, description="d_k"),
+        "d_k": widgets.Dropdown(options=D_K_CHOICES, value=settings.d_k, description="d_k"),
         "scaled": widgets.Checkbox(value=settings.scaled, description="divide scores by sqrt(d_k)",
                                    style=wide),
-        "entry_std": widgets.SelectionSlider(options=ENTRY_STD_CHOICES, value=settings.entry_std,
-                                             description="entry std of q and k", style=wide),
+        "entry_std": widgets.Dropdown(options=ENTRY_STD_CHOICES, value=settings.entry_std,
+                                      description="entry std of q and k", style=wide),
     }
 
     return build_explorer(controls, settings, compute=compute, describe=describe,

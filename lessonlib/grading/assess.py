@@ -1,13 +1,16 @@
-"""From what the worker stored for one exercise to its grade: read, judge, name the status.
+"""From what the worker sent for one exercise to its grade: read, judge, name the status.
 
-The worker's files are read as data only (JSON and ``.npy`` through :mod:`wire`). Cases with no
-outcome (the process was stopped, crashed or exited) count as failed, with that reason; they are
-never counted as passed. The check itself is :func:`lessonlib.exercises.judge`, the same one
-``check()`` uses in a notebook.
+The worker's output is read once, as data only (JSON and ``.npy`` through :mod:`wire`), into a
+:class:`TaskResult` per exercise. Cases with no outcome (the process was stopped, crashed or
+exited) count as failed, with that reason; they are never counted as passed. The check itself is
+:func:`lessonlib.exercises.judge`, the same one ``check()`` uses in a notebook. A status beyond
+passed or failed comes from the zygote's account of how a child ended (its fate) or from an
+exception's class and errno, never from the text of a message.
 """
 
 from __future__ import annotations
 
+import errno
 import signal
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,7 +30,7 @@ from lessonlib.exercises import (
 from lessonlib.exercises.runner import RAISED
 from lessonlib.grading import records as r
 from lessonlib.grading import wire
-from lessonlib.grading.sandbox import Limits
+from lessonlib.grading.sandbox import Limits, read_records
 from lessonlib.grading.submissions import ExercisePlan, ManualAnswer
 
 
@@ -51,82 +54,78 @@ def _text(x: Any, limit: int = 2000) -> str:
     return str(x)[:limit]
 
 
-def read_task(results: Path, key: str, limits: Limits) -> TaskResult:
-    """Read one exercise's ``KEY.status``, ``KEY.frames`` and ``KEY.hidden`` without trusting
-    anything in them."""
-    task = TaskResult()
-    status = results / f"{key}.status"
-    if not status.exists():
-        return task
+@dataclass
+class WorkerReport:
+    """What one run of a worker sent: finished tasks' results, started tasks, its fatal error if any."""
+
+    results: dict[str, TaskResult] = field(default_factory=dict)
+    started: dict[str, dict[str, Any]] = field(default_factory=dict)  # key: {"solo": ..., "level": ...}
+    fatal: str | None = None
+
+    def in_flight(self) -> dict[str, dict[str, Any]]:
+        """Tasks that started and never finished: the worker (or the grading process) died meanwhile."""
+        return {key: marker for key, marker in self.started.items() if key not in self.results}
+
+
+def read_results(job_dir: Path, limits: Limits, *, frames: bool = True) -> WorkerReport:
+    """Read the worker's output once, without trusting anything in it, into per-task results
+    (``frames=False``: which tasks started and finished only)."""
+    report = WorkerReport()
+    for header, parts in read_records(job_dir, limits, frames=frames):
+        kind, key = header.get("kind"), _text(header.get("key", ""), 200)
+        if kind == "fatal":
+            report.fatal = _text(header.get("error"), 500)
+        elif kind == "started" and key:
+            report.started[key] = {"solo": header.get("solo") is True, "level": _text(header.get("level"), 20)}
+        elif kind == "result" and key:
+            public, hidden = parts or [([], None), ([], None)]
+            task = report.results[key] = _child(header.get("fate"), *public)
+            if isinstance(header.get("hidden_fate"), dict):  # its own frames and fate only, never the public one's
+                task.hidden = _child(header["hidden_fate"], *hidden)
+    return report
+
+
+def _child(fate: Any, frames: list[Any], problem: str | None) -> TaskResult:
+    """One child's result: how it ended (the zygote's account) and the frames it sent, in order."""
+    task = TaskResult(fate=dict(fate) if isinstance(fate, dict) else {}, broken=problem)
     try:
-        fate = wire.load_json(status.read_bytes())
-    except (OSError, wire.WireError) as exc:
-        task.fate, task.broken = {}, str(exc)
-        return task
-    fate = fate if isinstance(fate, dict) else {}
-    hidden_fate = fate.pop("hidden", None)
-    _read_stream(task, fate, results / f"{key}.frames", limits)
-    if isinstance(hidden_fate, dict):
-        task.hidden = TaskResult()
-        _read_stream(task.hidden, hidden_fate, results / f"{key}.hidden", limits)
+        i = 0
+        while i < len(frames):
+            frame, i = frames[i], i + 1
+            if not isinstance(frame, dict):
+                raise wire.WireError("an array where a description was expected")
+            kind = frame.get("kind")
+            if kind == "cells" and isinstance(frame.get("cells"), list):
+                task.cells = [c for c in frame["cells"] if isinstance(c, dict)]
+                for c in task.cells:
+                    task.lessonlib.update(_names(c.get("lessonlib")))
+                task.defined = frame.get("defined") is True
+                task.printed = int(frame.get("printed") or 0)
+            elif kind == "case":
+                count = frame.get("arrays")
+                if not isinstance(count, int) or count < 0 or i + count > len(frames):
+                    raise wire.WireError("a case that refers to missing arrays")
+                arrays, i = frames[i:i + count], i + count
+                if not all(hasattr(a, "dtype") for a in arrays):
+                    raise wire.WireError("a description where an array was expected")
+                task.outcomes[_text(frame.get("id"), 100)] = wire.decode_outcome(frame.get("outcome"), arrays,
+                                                                                  Outcome, Value)
+                task.lessonlib.update(_names(frame.get("lessonlib")))
+                task.printed += int(frame.get("printed") or 0)
+            elif kind == "done":
+                task.done = True
+            elif kind == "setup_failed":
+                task.setup_error = _text(frame.get("error"), 500)
+            else:
+                raise wire.WireError(f"an unknown frame {_text(kind, 40)!r}")
+    except (wire.WireError, KeyError, TypeError, ValueError) as exc:
+        task.broken = _text(exc)
     return task
 
 
-def _read_stream(task: TaskResult, fate: dict[str, Any], stream: Path, limits: Limits) -> None:
-    """Fill ``task`` from one child's fate and stored frames."""
-    task.fate = fate
-    try:
-        if stream.stat().st_size > limits.result_mb * 2**20 + 2**16:
-            raise wire.WireError(f"{stream.name} is larger than the result limit")
-        frames, cut = wire.parse_frames(stream.read_bytes(), array_limit=limits.array_mb * 2**20)
-        if cut:
-            task.fate["truncated"] = True
-    except (OSError, wire.WireError) as exc:
-        task.broken = str(exc)
-        return
-    try:
-        _walk_frames(task, frames)
-    except (wire.WireError, KeyError, TypeError, ValueError) as exc:
-        task.broken = _text(exc)
-    if task.fate.get("truncated"):
-        task.broken = task.broken or "the result stream was cut off"
-
-
-def _walk_frames(task: TaskResult, frames: list[Any]) -> None:
-    i = 0
-    while i < len(frames):
-        frame = frames[i]
-        i += 1
-        if not isinstance(frame, dict):
-            raise wire.WireError("an array where a description was expected")
-        kind = frame.get("kind")
-        if kind == "cells":
-            cells = frame.get("cells")
-            if not isinstance(cells, list):
-                raise wire.WireError("a cells report in an unknown form")
-            task.cells = [c for c in cells if isinstance(c, dict)]
-            for c in task.cells:
-                task.lessonlib.update(_text(n, 200) for n in c.get("lessonlib") or [] if isinstance(n, str))
-            task.defined = frame.get("defined") is True
-            task.printed = int(frame.get("printed") or 0)
-        elif kind == "case":
-            count = frame.get("arrays")
-            if not isinstance(count, int) or count < 0 or i + count > len(frames):
-                raise wire.WireError("a case that refers to missing arrays")
-            arrays = frames[i:i + count]
-            i += count
-            if not all(hasattr(a, "dtype") for a in arrays):
-                raise wire.WireError("a description where an array was expected")
-            outcome = wire.decode_outcome(frame.get("outcome"), arrays, Outcome, Value)
-            task.outcomes[_text(frame.get("id"), 100)] = outcome
-            task.lessonlib.update(_text(n, 200) for n in frame.get("lessonlib") or [] if isinstance(n, str))
-            task.printed += int(frame.get("printed") or 0)
-        elif kind == "done":
-            task.done = True
-        elif kind == "setup_failed":
-            task.setup_error = _text(frame.get("error"), 500)
-        else:
-            raise wire.WireError(f"an unknown frame {_text(kind, 40)!r}")
+def _names(names: Any) -> set[str]:
+    """The stand-in lessonlib functions a frame says were called."""
+    return {_text(n, 200) for n in names if isinstance(n, str)} if isinstance(names, list) else set()
 
 
 # --- why a process ended ---------------------------------------------------------------------------
@@ -185,25 +184,25 @@ _HIDDEN_ENDINGS = {
 }
 
 
-def _status_from_error(error: str, limits: Limits, *, hidden: bool = False) -> tuple[str, str] | None:
-    """A status for an exception that says more than "failed" (the program itself hit a limit).
-
-    ``hidden``: the error came from a hidden case: the status only, none of the error's text.
-    """
+def _status_from_error(error: str, types: tuple[str, ...], number: int | None, limits: Limits, *,
+                       hidden: bool = False) -> tuple[str, str] | None:
+    """A status for an exception that says more than "failed" (the program itself hit a limit), from
+    its classes and errno as the worker reported them, never its text. Learner code can raise any
+    class, so this names a status and a reason only; the points come from the cases.
+    ``hidden``: the error came from a hidden case: the status only, none of the error's text."""
     if hidden:
-        found = _status_from_error(error, limits)
+        found = _status_from_error(error, types, number, limits)
         return None if found is None else (found[0], _HIDDEN_ENDINGS.get(found[0], ""))
-    if error.startswith("LessonlibUnavailable"):
+    if "grader.LessonlibUnavailable" in types:
         return r.USES_LESSONLIB, ""
-    if error.startswith("SystemExit"):
+    if "SystemExit" in types:
         return r.EXITED, f"it called sys.exit() ({error}); an answer must return its result"
-    if error.startswith("MemoryError"):
+    if "MemoryError" in types:
         return r.MEMORY, f"it ran out of memory (the limit is {limits.memory_mb} MB): {error}"
-    if error.startswith("ResultTooLarge"):
+    if "grader.ResultTooLarge" in types:
         return r.TOO_LARGE, error.removeprefix("ResultTooLarge: ")
-    if error.startswith("BlockingIOError") and "Errno 11" in error:
-        return r.PROCESS_LIMIT, (f"it tried to start more processes than allowed ({limits.processes}): "
-                                 f"{error}")
+    if "BlockingIOError" in types and number == errno.EAGAIN:
+        return r.PROCESS_LIMIT, f"it tried to start more processes than allowed ({limits.processes}): {error}"
     return None
 
 
@@ -301,11 +300,10 @@ def assess(exercise: Exercise, plan: ExercisePlan, cases: list[Case], task: Task
         if raised is None:
             return _grade(plan, exercise, r.MISSING_ANSWER, f"Running the answer cell did not define `{name}`.",
                           notes=notes)
-        special = _status_from_error(raised, limits)
-        if special and special[0] == r.USES_LESSONLIB:
-            return _grade(plan, exercise, r.USES_LESSONLIB, _lessonlib_reason(task.lessonlib), notes=notes)
+        special = _status_from_error(raised, *wire.error_fields(answer), limits)
         if special:
-            return _grade(plan, exercise, special[0], f"The answer cell stopped: {special[1]}.", notes=notes)
+            return _grade(plan, exercise, special[0], _lessonlib_reason(task.lessonlib) if special[0] ==
+                          r.USES_LESSONLIB else f"The answer cell stopped: {special[1]}.", notes=notes)
         return _grade(plan, exercise, r.CELL_ERROR,
                       f"The answer cell raised {raised} when run, so `{name}` was never defined.", notes=notes)
     if raised is not None:
@@ -388,7 +386,7 @@ def _first_limit(task: TaskResult, cases: list[Case], hidden_ids: set[str],
         hidden = case.id in hidden_ids
         outcome = _received(task, hidden).get(case.id)
         if outcome is not None and outcome.status == RAISED:
-            found = _status_from_error(outcome.error or "", limits, hidden=hidden)
+            found = _status_from_error(outcome.error or "", outcome.error_types, outcome.errno, limits, hidden=hidden)
             if found:
                 return found
     return None

@@ -6,12 +6,11 @@ Output folder layout::
     DIR/learners/<learner>.json      one learner's result, written (atomically) when known
     DIR/.grading/state.json          the seed of the hidden cases and the settings
     DIR/.grading/work/<learner>/     a learner's job while it runs: job.bin (the worker's stdin),
-                                     worker.out (its stdout), unpacked into
-                                     results/<exercise>.started|.frames|.status
+                                     worker.out (its stdout: records, read once by assess.read_results)
 
 Resuming: a learner whose result is saved (for the same files and seed) is not graded again.
-Before each exercise runs, the worker sends a ``started`` record; a marker without a result,
-found when the command is run again, means the grading process died while that exercise ran. In
+Before each exercise runs, the worker sends a ``started`` record; one without a result, found in
+worker.out when the command is run again, means the grading process died while that exercise ran. In
 the bubblewrap sandbox learner code cannot reach the grading process, so such an exercise is
 simply run again. At level ``limits`` it can: if it was the only exercise running (or it ran
 alone), it is blamed: status ``stopped_grader``, not run again. If several were running, each is
@@ -39,7 +38,7 @@ from typing import Any
 from lessonlib.exercises import EXERCISES, Case, runner
 from lessonlib.grading import cgroups, sandbox, wire
 from lessonlib.grading import records as r
-from lessonlib.grading.assess import assess, manual_grade, read_task
+from lessonlib.grading.assess import TaskResult, assess, manual_grade, read_results
 from lessonlib.grading.files import atomic_write_json, read_json
 from lessonlib.grading.lms import Unattributed, find_learners
 from lessonlib.grading.submissions import (
@@ -47,9 +46,11 @@ from lessonlib.grading.submissions import (
     CourseNotebook,
     ExercisePlan,
     Learner,
+    assignment_courses,
     course_notebooks,
     plan_notebook,
     read_notebook,
+    unassigned_note,
 )
 
 FORMAT = 2  # bump when a saved result would no longer be valid
@@ -99,6 +100,7 @@ class BatchResult:
     seconds: float
     graded: int  # learners graded by this run (the others were already saved)
     unattributed: list[Unattributed] = field(default_factory=list)  # LMS files that name no learner
+    notebooks: tuple[str, ...] = ()  # the assignment's notebooks, in file-name order
 
 
 @dataclass
@@ -135,15 +137,26 @@ def assignment_seed(notebooks: Sequence[str]) -> int:
     return int.from_bytes(hashlib.sha256(b"lessonlib assignment\n" + names).digest()[:4], "big")
 
 
-def _resolve_seed(state: Path, requested: int | None, default: int) -> int:
+def _resolve_seed(state: Path, requested: int | None, notebooks: list[str]) -> int:
+    """The folder's seed: the one it was graded with, else ``requested``, else the assignment's own.
+
+    A folder holds one assignment: grading other notebooks into it is refused, since its saved
+    results, seed and totals belong to the first.
+    """
     saved = read_json(state / "state.json") or {}
+    if "notebooks" in saved and saved["notebooks"] != notebooks:
+        raise GradingError(
+            f"this output folder holds the grades of another assignment ({', '.join(saved['notebooks'])}); "
+            f"grade {', '.join(notebooks)} into a new --out folder"
+        )
     if requested is not None and "seed" in saved and int(saved["seed"]) != requested:
         raise GradingError(
             f"this output folder was graded with another --seed; use that seed to resume, or a new folder "
             f"(the seed is in {state / 'state.json'})"
         )
-    seed = requested if requested is not None else int(saved.get("seed", default))
-    atomic_write_json(state / "state.json", {**saved, "seed": seed, "format": FORMAT}, mode=0o600)
+    seed = requested if requested is not None else int(saved.get("seed", assignment_seed(notebooks)))
+    atomic_write_json(state / "state.json", {**saved, "seed": seed, "notebooks": notebooks, "format": FORMAT},
+                      mode=0o600)
     return seed
 
 
@@ -195,50 +208,32 @@ def _load_suspects(job_dir: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def _in_flight(job_dir: Path, *, blamable_only: bool = False) -> list[tuple[str, bool]]:
-    """Tasks of a job that started and never finished: (task key, whether it ran alone).
-
-    ``blamable_only``: only those that ran at level ``limits``. In the bubblewrap sandbox learner
-    code cannot reach the grading process, so its death is never the learner's doing; such a task
-    is simply run again.
-    """
-    found = []
-    results = job_dir / "results"
-    if results.is_dir():
-        for marker in sorted(results.glob("*.started")):
-            started = read_json(marker)
-            if isinstance(started, dict) and not marker.with_suffix(".status").exists():
-                if blamable_only and started.get("level") != "limits":
-                    marker.unlink(missing_ok=True)
-                    continue
-                found.append((marker.stem, bool(started.get("solo"))))
-    return found
-
-
 def _blame(batch: _Batch, finished: set[str]) -> None:
-    """Turn markers left by a dead grading process into suspects (see the module docstring)."""
+    """Turn the tasks a dead grading process left running into suspects (see the module docstring)."""
     if not batch.work.is_dir():
         return
     flights: list[tuple[Path, str, bool]] = []
+    jobs = []
     for job_dir in sorted(p for p in batch.work.iterdir() if p.is_dir() and not p.name.startswith("probe-")):
         if job_dir.name in finished:
             shutil.rmtree(job_dir, ignore_errors=True)
             continue
-        unpack_records(job_dir, batch.limits)  # what the worker sent before the grading process died
-        flights += [(job_dir, key, solo) for key, solo in _in_flight(job_dir, blamable_only=True)]
+        jobs.append(job_dir)
+        running = read_results(job_dir, batch.limits, frames=False).in_flight()  # sent before the grader died
+        flights += [(job_dir, key, m["solo"]) for key, m in running.items() if m["level"] == "limits"]
     for job_dir, key, solo in flights:
         suspects = _load_suspects(job_dir)
         verdict = "culprit" if solo or len(flights) == 1 else "solo"
         if suspects.get(key) != "culprit":
             suspects[key] = verdict
         atomic_write_json(_suspects_path(job_dir), suspects, mode=0o600)
-        (job_dir / "results" / f"{key}.started").unlink(missing_ok=True)
+    for job_dir in jobs:  # blamed, or forgiven (the sandbox): never counted again
+        _forget_in_flight(job_dir)
 
 
 def _forget_in_flight(job_dir: Path) -> None:
-    """After an interruption by the instructor: nobody is to blame for what was running."""
-    for key, _ in _in_flight(job_dir):
-        (job_dir / "results" / f"{key}.started").unlink(missing_ok=True)
+    """Forget what a job's worker was running (after an interruption by the instructor, nobody is to blame)."""
+    (job_dir / sandbox.OUT_FILE).unlink(missing_ok=True)
 
 
 # --- one learner ------------------------------------------------------------------------------------
@@ -252,7 +247,7 @@ def _prepare_job(batch: _Batch, plans: list[ExercisePlan], job_dir: Path,
                  solo: bool) -> tuple[dict[str, Any], list[bytes], dict[str, Any], list[bytes]]:
     """The job (public cases; probes as handles) and its secret part (probes, hidden cases) for
     the worker's stdin: the secret part is read by the worker's keeper alone."""
-    for name in ("results", sandbox.JOB_FILE, sandbox.OUT_FILE, "scratch", "fatal.json"):
+    for name in (sandbox.JOB_FILE, sandbox.OUT_FILE, "scratch"):
         target = job_dir / name
         if target.is_dir():
             shutil.rmtree(target, ignore_errors=True)
@@ -260,7 +255,6 @@ def _prepare_job(batch: _Batch, plans: list[ExercisePlan], job_dir: Path,
             target.unlink(missing_ok=True)
     job_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(job_dir, 0o700)
-    (job_dir / "results").mkdir(mode=0o700)
     assert batch.isolation is not None
     level = batch.isolation.level
     job: dict[str, Any] = {
@@ -307,37 +301,6 @@ def _encode_cases(cases: list[Case], arrays: list[bytes], probes: dict[str, str]
     return encoded
 
 
-def unpack_records(job_dir: Path, limits: sandbox.Limits) -> str | None:
-    """Turn the worker's records (worker.out) into results/KEY.started, KEY.frames (the public
-    child's frames), KEY.hidden (the hidden child's) and KEY.status (how each child ended).
-
-    Returns the worker's fatal error, if it sent one. Safe to call again (the files are rewritten).
-    """
-    results = job_dir / "results"
-    fatal = None
-    for header, payload in sandbox.read_records(job_dir, limits.job_result_mb * 2**20):
-        kind, key = header.get("kind"), str(header.get("key", ""))
-        if kind == "fatal":
-            fatal = str(header.get("error"))[:500]
-            continue
-        if kind not in ("started", "result") or not key or "/" in key or key.startswith("."):
-            continue
-        results.mkdir(mode=0o700, exist_ok=True)
-        if kind == "started":
-            marker = {"solo": bool(header.get("solo")), "level": str(header.get("level"))[:20]}
-            atomic_write_json(results / f"{key}.started", marker, mode=0o600)
-            continue
-        fate = header.get("fate") if isinstance(header.get("fate"), dict) else {}
-        hidden_fate = header.get("hidden_fate") if isinstance(header.get("hidden_fate"), dict) else None
-        split = header.get("split")
-        split = split if isinstance(split, int) and 0 <= split <= len(payload) else len(payload)
-        (results / f"{key}.frames").write_bytes(payload[:split])
-        if hidden_fate is not None:
-            (results / f"{key}.hidden").write_bytes(payload[split:])
-        atomic_write_json(results / f"{key}.status", {**fate, "hidden": hidden_fate}, mode=0o600)
-    return fatal
-
-
 def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) -> int:
     allowance = 120 + n_tasks * 2 * (batch.limits.wall_seconds + 10)  # each task may be tried twice
     with batch.lock:
@@ -367,11 +330,11 @@ def _worker_log(job_dir: Path) -> str:
 
 
 def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_dir: Path,
-               suspects: dict[str, str], solo: bool) -> dict[str, Any]:
-    """Run the worker until every task has a result or is blamed; relaunch after a worker dies."""
+               suspects: dict[str, str], solo: bool) -> tuple[dict[str, TaskResult], str]:
+    """Run the worker until every task has a result or is blamed; relaunch after a worker dies.
+    Returns the results by task key, and why the worker could not run the rest ("" if it did)."""
     remaining = [p for p in plans if suspects.get(_task_key(p)) != "culprit"]
-    done: set[str] = set()
-    failure = ""
+    results: dict[str, TaskResult] = {}
     job: dict[str, Any] | None = None
     while remaining:
         if job is None:
@@ -381,23 +344,21 @@ def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_d
         # it holds every case's inputs: 0600, not for learner code
         sandbox.write_job(job_dir, job, arrays, secrets=secret, secret_arrays=secret_arrays)
         code = _run_worker(batch, learner, job_dir, len(remaining))
-        fatal = unpack_records(job_dir, batch.limits)
-        if code == 3 and fatal:
-            raise GradingError(f"the worker could not start: {fatal}")
-        progressed = False
-        for key, _ in _in_flight(job_dir):  # the worker died while this task ran: the task killed it
-            suspects[key] = "culprit"
+        report = read_results(job_dir, batch.limits)
+        if batch.stopping.is_set():  # the instructor stopped the batch while it was read
+            raise Interrupted
+        if code == 3 and report.fatal:
+            raise GradingError(f"the worker could not start: {report.fatal}")
+        results.update(report.results)
+        crashed = report.in_flight()  # the worker died while these ran: they killed it
+        suspects.update({key: "culprit" for key in crashed})
+        if crashed:
             atomic_write_json(_suspects_path(job_dir), suspects, mode=0o600)
-            progressed = True
-        for plan in remaining:
-            if (job_dir / "results" / f"{_task_key(plan)}.status").exists():
-                done.add(_task_key(plan))
-                progressed = True
-        remaining = [p for p in remaining if _task_key(p) not in done and suspects.get(_task_key(p)) != "culprit"]
-        if remaining and not progressed:
-            failure = f"the worker ended with status {code} before running them ({_worker_log(job_dir)})"
-            break
-    return {"failure": failure, "done": done}
+        left = [p for p in remaining if _task_key(p) not in results and suspects.get(_task_key(p)) != "culprit"]
+        if left and len(left) == len(remaining):
+            return results, f"the worker ended with status {code} before running them ({_worker_log(job_dir)})"
+        remaining = left
+    return results, ""
 
 
 def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bool = False) -> r.LearnerResult:
@@ -414,18 +375,16 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bo
         plans += notebook_plans
         manual += [manual_grade(a) for a in answers]
     runnable = [p for p in plans if p.status is None]
-    outcome: dict[str, Any] = {"failure": "", "done": set()}
-    if runnable:
-        outcome = _run_tasks(batch, learner, runnable, job_dir, suspects, solo)
+    results, failure = _run_tasks(batch, learner, runnable, job_dir, suspects, solo) if runnable else ({}, "")
     assert batch.isolation is not None
     for plan in plans:
         exercise = EXERCISES[plan.exercise]
         key = _task_key(plan)
-        task = read_task(job_dir / "results", key, batch.limits) if key in outcome["done"] else None
+        task = results.get(key)
         grade = assess(exercise, plan, batch.cases[plan.exercise], task, batch.limits,
                        stopped_grader=suspects.get(key) == "culprit")
-        if task is None and plan.status is None and suspects.get(key) != "culprit" and outcome["failure"]:
-            grade.reason = f"The worker could not run this exercise: {outcome['failure']}"
+        if task is None and plan.status is None and suspects.get(key) != "culprit" and failure:
+            grade.reason = f"The worker could not run this exercise: {failure}"
             grade.diagnosis = "the worker could not run this exercise"
         grades.append(grade)
     order = {c.name: i for i, c in enumerate(batch.courses)}
@@ -449,8 +408,11 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
         folder.mkdir(parents=True, exist_ok=True)
     for folder in (state, out / "learners"):
         os.chmod(folder, 0o700)  # the hidden cases' seed and the saved results: the grader's alone
-    courses = course_notebooks()
-    seed = _resolve_seed(state, settings.seed, assignment_seed([c.name for c in courses]))
+    try:
+        courses = assignment_courses(settings.notebooks)
+    except ValueError as exc:
+        raise GradingError(f"--notebooks: {exc}") from None
+    seed = _resolve_seed(state, settings.seed, [c.name for c in courses])
     return _Batch(
         settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work",
         saved=out / "learners", courses=courses,
@@ -505,10 +467,10 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     paths = [Path(s) for s in submissions]
     batch = _make_batch(paths, settings)
     try:
-        found = find_learners(paths, batch.courses)
+        found = find_learners(paths, course_notebooks())  # every notebook is recognised, then sorted out
     except FileNotFoundError as exc:
         raise GradingError(str(exc)) from None
-    learners = found.learners
+    learners = [_assigned_only(learner, batch.courses) for learner in found.learners]
     if not learners:
         raise GradingError("no exercise notebooks found in the given submissions")
     fingerprints = {lr.key: _fingerprint(lr, batch.courses, batch.seed_digest) for lr in learners}
@@ -566,7 +528,18 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         raise
     pool.shutdown(wait=True)
     ordered = [results[lr.key] for lr in learners]
-    return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo), found.unattributed)
+    return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo), found.unattributed,
+                       notebooks=tuple(c.name for c in batch.courses))
+
+
+def _assigned_only(learner: Learner, courses: Sequence[CourseNotebook]) -> Learner:
+    """Drop the notebooks the assignment does not grade, with a note saying so."""
+    assigned = {c.name for c in courses}
+    other = [name for name in learner.files if name not in assigned]
+    if other:
+        learner.files = {k: v for k, v in learner.files.items() if k in assigned}
+        learner.notes.append(unassigned_note(other))
+    return learner
 
 
 def _recorded_isolation(batch: _Batch, settings: GradeSettings) -> sandbox.Isolation | None:

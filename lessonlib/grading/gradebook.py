@@ -1,13 +1,13 @@
-"""The gradebook: grades.csv, summary.csv, grades.json, manual.csv, feedback/<learner>.md and, with a
-roster, lms-import.csv; each written atomically.
+"""The gradebook: grades.csv, summary.csv, grades.json, manual.csv, feedback/<learner>.md and .html,
+the LMS feedback zips (uploads.py) and, with a roster, lms-import.csv; each written atomically.
 
 grades.csv has one row per learner and exercise (written questions included, with no points until
 a person grades them in manual.csv); summary.csv one row per learner with the total (and a row per
 roster learner with no submission, and per file no learner could be given); grades.json the same
 data with every detail; each feedback file what a learner should read: status, points, the
 misconceptions their answers show with hints, and their written answer, with the instructor's
-points and comment once graded. Hidden cases are named in feedback but their inputs and expected
-outputs are not shown.
+points and comment once graded (feedback.py says it; feedback_html.py makes the page). Hidden cases
+are named in feedback but their inputs and expected outputs are not shown.
 """
 
 from __future__ import annotations
@@ -15,26 +15,30 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
 from lessonlib.grading import records as r
+from lessonlib.grading.class_report import write_class_report
+from lessonlib.grading.feedback import exercise_blocks, feedback_blocks, markdown_lines, to_markdown
+from lessonlib.grading.feedback_html import feedback_html
 from lessonlib.grading.files import atomic_write_json, atomic_write_text
 from lessonlib.grading.lms import Unattributed
 from lessonlib.grading.manual import Mark, apply_marks, write_manual
-from lessonlib.grading.roster import Roster, match, write_lms_import
+from lessonlib.grading.roster import Matched, Roster, match, write_lms_import
 from lessonlib.grading.safe_text import csv_row
 from lessonlib.grading.sandbox import Isolation, Limits
+from lessonlib.grading.submissions import safe_key
+from lessonlib.grading.uploads import write_uploads
 
-GRADES_COLUMNS = ("learner", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
-SUMMARY_COLUMNS = ("learner", "points", "max_points", "percent", "manual_pending", "passed", "exercises",
+GRADES_COLUMNS = ("learner", "name", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
+SUMMARY_COLUMNS = ("learner", "name", "points", "max_points", "percent", "manual_pending", "passed", "exercises",
                    "flagged", "isolation", "lms_id", "notes")
 MISSING = "missing: no submission"
 NOT_IN_ROSTER = "not in the roster"
-MAX_WRITTEN = 20_000
 
 
 def _num(x: float | None) -> str:
@@ -52,7 +56,7 @@ def _csv(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
 
 def grades_rows(results: Sequence[r.LearnerResult]) -> list[list[str]]:
     return [
-        [res.learner, g.notebook, g.exercise, _num(g.points), _num(g.max_points), g.status, g.diagnosis]
+        [res.key, res.learner, g.notebook, g.exercise, _num(g.points), _num(g.max_points), g.status, g.diagnosis]
         for res in results for g in res.exercises
     ]
 
@@ -65,113 +69,36 @@ def summary_rows(results: Sequence[r.LearnerResult], *, not_in_roster: Sequence[
         percent = 100 * res.points / res.max_points if res.max_points else 0.0
         flagged = "; ".join(f"{g.exercise}: {g.status}" for g in res.flagged)
         notes = (["late"] if res.late else []) + ([NOT_IN_ROSTER] if res.key in not_in_roster else [])
-        rows.append([res.learner, _num(res.points), _num(res.max_points), f"{percent:.1f}", _num(res.manual_pending),
-                     str(sum(g.status == r.PASSED for g in auto)), str(len(auto)), flagged, res.isolation,
-                     res.lms_id, "; ".join(notes)])
+        passed = sum(g.status == r.PASSED for g in auto)
+        rows.append([res.key, res.learner, _num(res.points), _num(res.max_points), f"{percent:.1f}",
+                     _num(res.manual_pending), str(passed), str(len(auto)), flagged, res.isolation, res.lms_id,
+                     "; ".join(notes)])
     return rows
-
-
-def _block(text: str) -> str:
-    fence = "````" if "```" in text else "```"
-    return f"{fence}\n{text}\n{fence}"
-
-
-def _quote(text: str) -> str:
-    if len(text) > MAX_WRITTEN:
-        text = text[:MAX_WRITTEN] + "\n\n[... cut: the answer is longer than the grader copies]"
-    return "\n".join("> " + line if line.strip() else ">" for line in text.splitlines())
 
 
 def exercise_markdown(g: r.ExerciseGrade) -> list[str]:
     """The feedback section of one exercise or written answer, as Markdown lines."""
-    words = r.STATUS_WORDS.get(g.status, g.status)
-    if g.kind == "manual" and g.status == r.GRADED_BY_HAND:
-        lines = [f"### {g.exercise} (written answer): {_num(g.points)} / {_num(g.max_points)} points, graded by hand",
-                 ""]
-        lines += [note for note in g.notes if note.startswith("Question:")] + [""]
-        if g.answer_text:
-            lines += ["Your answer:", "", _quote(g.answer_text), ""]
-        if g.diagnosis:
-            lines += [f"Rubric: {g.diagnosis}", ""]
-        if g.reason:
-            lines += ["Your instructor's comment:", "", _quote(g.reason), ""]
-        return lines
-    if g.kind == "manual":
-        lines = [f"### {g.exercise} (written answer, {_num(g.max_points)} points): {words}", ""]
-        lines += [note for note in g.notes if note.startswith("Question:")] + [""]
-        if g.answer_text:
-            lines += ["Your answer:", "", _quote(g.answer_text), "",
-                      f"**Needs manual grading** ({_num(g.max_points)} points): your instructor reads this answer.", ""]
-        else:
-            lines += [g.reason, ""]
-        return lines
-    lines = [f"### {g.exercise}: {_num(g.points)} / {_num(g.max_points)} points, {words}", ""]
-    if g.reason:
-        lines += [g.reason, ""]
-    if g.diagnoses:
-        lines += ["**What your answer shows**", ""]
-        for d in g.diagnoses:
-            lines += [f"- **{d['title']}** (`{d['name']}`): {d['message']}", f"  - Hint: {d['hint']}",
-                      f"  - Reread: {d['reread']}"]
-        lines.append("")
-    if g.failed_cases:
-        lines += ["**Cases that failed**", ""]
-        for f in g.failed_cases[:4]:
-            if f.get("hidden"):
-                lines.append(f"- `{f['case']}` (a hidden case): {f['description']}: {f['reason'].replace('_', ' ')}")
-                continue
-            lines += [f"- `{f['case']}`: {f['description']}", "", "  expected:", "",
-                      _indent(_block(f["expected"])), "", "  got:", "", _indent(_block(f["got"]))]
-            if f.get("detail"):
-                lines += ["", f"  {f['detail']}"]
-            lines.append("")
-        if len(g.failed_cases) > 4:
-            lines.append(f"- ... and {len(g.failed_cases) - 4} more")
-        lines.append("")
-    for note in g.notes:
-        lines += [f"Note: {note}", ""]
-    return lines
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())
+    return markdown_lines(exercise_blocks(g))
 
 
 def feedback_markdown(result: r.LearnerResult) -> str:
     """The feedback file of one learner."""
-    manual = [g for g in result.exercises if g.kind == "manual"]
-    lines = [f"# Feedback: {result.learner}", ""]
-    total = f"Automatic checks: **{_num(result.auto_points)} / {_num(result.auto_max_points)} points**."
-    if result.manual_pending:
-        total += f" Written answers ({_num(result.manual_pending)} points) are graded by hand."
-    elif any(g.status == r.GRADED_BY_HAND for g in manual):
-        total += f" Total with the written answers: **{_num(result.points)} / {_num(result.max_points)} points**."
-    lines += [total, "", "| notebook | exercise | points | result |", "|---|---|---|---|"]
-    for g in result.exercises:
-        points = "to be graded" if g.points is None else f"{_num(g.points)} / {_num(g.max_points)}"
-        words = r.STATUS_WORDS.get(g.status, g.status)
-        lines.append(f"| {g.notebook.removesuffix('.ipynb')} | {g.exercise} | {points} | {words} |")
-    lines.append("")
-    for note in result.notes:
-        lines += [f"Note: {note}", ""]
-    notebooks = list(dict.fromkeys(g.notebook for g in result.exercises))
-    for notebook in notebooks:
-        lines += [f"## {notebook}", ""]
-        for g in result.exercises:
-            if g.notebook == notebook:
-                lines += exercise_markdown(g)
-    if manual:
-        lines += ["---", "", "_Written answers marked \"needs manual grading\" have no points yet._", ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return to_markdown(feedback_blocks(result))
 
 
-def course_max_points() -> float:
-    """Every point of the course: the exercises and the written questions."""
-    return round(sum(e.points for e in EXERCISES.values()) + sum(q.points for q in MANUAL_QUESTIONS.values()), 2)
+def _in_assignment(notebook: str, notebooks: Sequence[str]) -> bool:
+    return not notebooks or notebook in notebooks
+
+
+def assignment_max_points(notebooks: Sequence[str] = ()) -> float:
+    """Every point of the assignment (all the course when ``notebooks`` is empty): exercises and written questions."""
+    items = [*EXERCISES.values(), *MANUAL_QUESTIONS.values()]
+    return round(sum(i.points for i in items if _in_assignment(i.notebook, notebooks)), 2)
 
 
 def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits, workers: int,
-                   *, unattributed: Sequence[Unattributed] = (), roster: dict | None = None) -> dict:
+                   *, unattributed: Sequence[Unattributed] = (), roster: dict | None = None,
+                   notebooks: Sequence[str] = ()) -> dict:
     return {
         "tool": "lessonlib grade",
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -180,15 +107,28 @@ def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, lim
                    "memory_mb": limits.memory_mb, "processes": limits.processes, "file_mb": limits.file_mb,
                    "result_mb": limits.result_mb},
         "workers": workers,
+        "notebooks": list(notebooks) or sorted({e.notebook for e in EXERCISES.values()}),
+        "max_points": assignment_max_points(notebooks),
         "exercises": [{"exercise": e.name, "notebook": e.notebook, "max_points": e.points, "kind": "auto"}
-                      for e in EXERCISES.values()]
+                      for e in EXERCISES.values() if _in_assignment(e.notebook, notebooks)]
                      + [{"exercise": q.name, "notebook": q.notebook, "max_points": q.points, "kind": "manual"}
-                        for q in MANUAL_QUESTIONS.values()],
+                        for q in MANUAL_QUESTIONS.values() if _in_assignment(q.notebook, notebooks)],
         "columns": {"grades.csv": list(GRADES_COLUMNS), "summary.csv": list(SUMMARY_COLUMNS)},
         "learners": [res.to_dict() for res in results],
         "unattributed": [{"path": str(u.path), "reason": u.reason} for u in unattributed],
         "roster": roster,
     }
+
+
+def _roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster) -> list[r.LearnerResult]:
+    """Each matched learner under the roster's name (their key stays), so every file names them alike."""
+    names = {res.key: roster.learner_name(row).strip() for row, res in matched.pairs if res is not None}
+    return [replace(res, learner=names.get(res.key) or res.learner) for res in results]
+
+
+def _missing_key(roster: Roster, row: dict[str, str]) -> str:
+    """The key a roster learner without a submission would have had (as ``assign_keys`` makes them)."""
+    return safe_key(f"{roster.learner_name(row)}_{roster.learner_id(row)}")
 
 
 @dataclass
@@ -198,18 +138,27 @@ class Written:
     paths: list[Path] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # roster learners without a submission
     not_in_roster: list[str] = field(default_factory=list)  # learners the roster lacks
+    uploads: list[Path] = field(default_factory=list)  # the feedback zips for Moodle and Canvas
+    warnings: list[str] = field(default_factory=list)  # what an import of lms-import.csv would miss
 
     @property
     def feedback(self) -> list[Path]:
-        return [p for p in self.paths if p.parent.name == "feedback"]
+        return [p for p in self.paths if p.parent.name == "feedback" and p.suffix == ".md"]
 
 
 def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits,
                     workers: int, *, unattributed: Sequence[Unattributed] = (), roster: Roster | None = None,
-                    marks: dict[tuple[str, str], Mark] | None = None) -> Written:
-    """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied."""
+                    marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = (),
+                    absent_zero: bool = False) -> Written:
+    """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied.
+
+    ``notebooks`` is the assignment (empty: the whole course); totals count only its points.
+    ``absent_zero``: roster learners with no submission get 0 in lms-import.csv (default: their
+    grade in the LMS is left as it is).
+    """
     out = Path(out)
     marks = marks or {}
+    max_points = assignment_max_points(notebooks)
     graded = apply_marks(results, marks)
     written = Written()
     summary = None
@@ -218,25 +167,34 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         matched = match(roster, graded)
         written.missing = [roster.learner_name(row) for row in matched.missing]
         written.not_in_roster = [res.key for res in matched.not_in_roster]
-        written.paths.append(write_lms_import(out, roster, matched, course_max_points()))
-        summary = [[roster.learner_name(row), "0", _num(course_max_points()), "0.0", "", "0", "", "", "",
-                    roster.learner_id(row), MISSING] for row in matched.missing]
+        path, written.warnings = write_lms_import(out, roster, matched, max_points, absent_zero=absent_zero)
+        written.paths.append(path)
+        graded = _roster_names(graded, matched, roster)
+        summary = [[_missing_key(roster, row), roster.learner_name(row), "0", _num(max_points), "0.0", "", "0", "",
+                    "", "", roster.learner_id(row), MISSING] for row in matched.missing]
         roster_info = {"file": str(roster.path), "kind": roster.kind, "column": roster.column,
                        "new_column": roster.new_column, "missing": written.missing,
                        "not_in_roster": written.not_in_roster}
     rows = summary_rows(graded, not_in_roster=written.not_in_roster) + (summary or [])
-    rows += [["(unattributed)", "", "", "", "", "", "", "", "", "", f"{u.path}: {u.reason}"] for u in unattributed]
+    rows += [["(unattributed)", "", "", "", "", "", "", "", "", "", "", f"{u.path}: {u.reason}"]
+             for u in unattributed]
     files = {
         "grades.csv": _csv(grades_rows(graded), GRADES_COLUMNS),
         "summary.csv": _csv(rows, SUMMARY_COLUMNS),
     }
+    pages = {res.key: feedback_html(res) for res in graded}
     for res in graded:
         files[f"feedback/{res.key}.md"] = feedback_markdown(res)
+        files[f"feedback/{res.key}.html"] = pages[res.key]
     for name, text in files.items():
         atomic_write_text(out / name, text)
         written.paths.append(out / name)
-    written.paths.append(write_manual(out, results, marks))
+    written.paths.append(write_manual(out, graded, marks))
+    written.paths.append(write_class_report(out, graded, absent=written.missing))
     atomic_write_json(out / "grades.json", gradebook_json(graded, isolation, limits, workers,
-                                                          unattributed=unattributed, roster=roster_info))
+                                                          unattributed=unattributed, roster=roster_info,
+                                                          notebooks=notebooks))
     written.paths.append(out / "grades.json")
+    written.uploads = write_uploads(out / "feedback", graded, pages, roster.kind if roster else None)
+    written.paths += written.uploads
     return written

@@ -1,12 +1,15 @@
 """The course's checks as a Gradescope autograder.
 
-``lessonlib gradescope build --out autograder.zip`` writes a zip holding, at its root,
-``setup.sh`` (Gradescope runs it once, as root, when it builds the image: Python, bubblewrap and
-the wheel), ``run_autograder`` (run for every submission) and the lessonlib wheel itself, built
-from the installed package (no network, no build tools). ``run_autograder`` calls
-``lessonlib gradescope run --root /autograder``: the learner's notebooks in
-``/autograder/submission/`` are graded exactly as ``lessonlib grade`` grades them (isolated
-workers, hidden cases), and ``/autograder/results/results.json`` gets::
+``lessonlib gradescope build --notebooks 02_masking.ipynb --out autograder.zip`` writes a zip
+holding, at its root, ``setup.sh`` (Gradescope runs it once, as root, when it builds the image:
+Python, bubblewrap and the wheel), ``run_autograder`` (run for every submission), the lessonlib
+wheel (``pip wheel`` of the course checkout) and ``assignment.json``: the assignment's notebooks
+and the hidden cases' seed, so that every run of a submission gets the same points. Gradescope
+unpacks the zip into ``/autograder/source/``; setup.sh makes that folder root's alone.
+``run_autograder`` calls ``lessonlib gradescope run --root /autograder``: the learner's notebooks
+in ``/autograder/submission/`` are graded exactly as ``lessonlib grade`` grades them (isolated
+workers, hidden cases; learner code never runs as root), and
+``/autograder/results/results.json`` gets::
 
     {"score": 12.0, "output": ..., "tests": [{"name", "score", "max_score", "output", "visibility"}]}
 
@@ -18,110 +21,123 @@ them as manual questions in Gradescope. ``--root`` lets tests use a folder stand
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
-import importlib.metadata
 import io
 import json
+import os
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import lessonlib
 from lessonlib.grading import records as r
-from lessonlib.grading.batch import GradeSettings, GradingError, grade
+from lessonlib.grading.batch import GradeSettings, GradingError, assignment_seed, grade
 from lessonlib.grading.files import atomic_write_bytes, atomic_write_json
 from lessonlib.grading.gradebook import exercise_markdown
+from lessonlib.grading.submissions import assignment_courses
+from lessonlib.grading.wheel import WheelError, build_wheel
 
+SETTINGS = "assignment.json"  # in the zip's root, so /autograder/source/assignment.json
+
+# Gradescope's Ubuntu 22.04 (Python 3.10) and 24.04 (Python 3.12, whose system Python is
+# "externally managed", PEP 668) base images: a venv of the system Python sidesteps PEP 668 and
+# needs python3-venv; bubblewrap isolates learner code where the container allows namespaces.
+# /autograder stays enterable (learner code, run as nobody at level limits, needs the venv);
+# source/ with the seed becomes root's alone.
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder image.
 set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv bubblewrap
+apt-get install -y -qq --no-install-recommends python3 python3-venv bubblewrap util-linux
+rm -rf /autograder/lessonlib-venv
 python3 -m venv /autograder/lessonlib-venv
+# 22.04's venv has pip 22.0: a current one reads the wheel's metadata (2.4) for sure
+/autograder/lessonlib-venv/bin/python -m pip install --quiet --upgrade pip
 /autograder/lessonlib-venv/bin/python -m pip install --quiet /autograder/source/{wheel}
+chmod 0755 /autograder
+chmod -R go-w,go+rX /autograder/lessonlib-venv
+chmod 0700 /autograder/source
+chmod 0600 /autograder/source/{settings}
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this for every submission: the notebooks in /autograder/submission/ are graded
 # into /autograder/results/results.json.
 set -euo pipefail
+cd /autograder
 exec /autograder/lessonlib-venv/bin/lessonlib gradescope run --root /autograder
 """
 
 
 class GradescopeError(RuntimeError):
-    """The autograder cannot be built here."""
+    """The autograder cannot be built here, or its settings are not usable."""
 
 
-# --- the wheel ---------------------------------------------------------------------------------
+# --- the zip -------------------------------------------------------------------------------------
 
 
-def _record_line(name: str, data: bytes) -> list[str]:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return [name, f"sha256={digest}", str(len(data))]
-
-
-def build_wheel(dest: Path) -> Path:
-    """A pure-Python wheel of the installed lessonlib (package files and metadata), written to ``dest``."""
+def assignment(notebooks: Sequence[str] = (), seed: int | None = None) -> dict[str, Any]:
+    """The assignment's settings: its notebooks (all of the course's when none are named) and the
+    hidden cases' seed (``assignment_seed`` of the notebooks unless one is chosen)."""
     try:
-        meta = importlib.metadata.metadata("lessonlib")
-    except importlib.metadata.PackageNotFoundError:
-        raise GradescopeError("lessonlib is not installed (pip install -e . in the course folder)") from None
-    name, version = meta["Name"], meta["Version"]
-    package = Path(lessonlib.__file__).parent
-    files: dict[str, bytes] = {}
-    for path in sorted(package.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
-            files[f"lessonlib/{path.relative_to(package).as_posix()}"] = path.read_bytes()
-    requires = [req for req in meta.get_all("Requires-Dist") or [] if "extra ==" not in req]
-    info = f"{name}-{version}.dist-info"
-    files[f"{info}/METADATA"] = "".join(
-        [f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"]
-        + [f"Requires-Python: {meta['Requires-Python']}\n"] * bool(meta["Requires-Python"])
-        + [f"Requires-Dist: {req}\n" for req in requires]
-    ).encode()
-    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: lessonlib gradescope\nRoot-Is-Purelib: true\n"
-                              b"Tag: py3-none-any\n")
-    files[f"{info}/entry_points.txt"] = b"[console_scripts]\nlessonlib = lessonlib.cli:main\n"
-    record = io.StringIO()
-    writer = csv.writer(record, lineterminator="\n")
-    writer.writerows(_record_line(n, d) for n, d in files.items())
-    writer.writerow([f"{info}/RECORD", "", ""])
-    files[f"{info}/RECORD"] = record.getvalue().encode()
-    wheel = Path(dest) / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
-        for n, d in files.items():
-            zf.writestr(n, d)
-    return wheel
+        chosen = [c.name for c in assignment_courses(notebooks)]
+    except ValueError as exc:
+        raise GradescopeError(str(exc)) from None
+    return {"notebooks": chosen, "seed": assignment_seed(chosen) if seed is None else int(seed)}
 
 
-def build_autograder(out: Path) -> Path:
-    """Write the autograder zip: setup.sh, run_autograder and the wheel, all at its root."""
+def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int) -> None:
+    entry = zipfile.ZipInfo(name)
+    entry.external_attr = (0o100000 | mode) << 16
+    entry.compress_type = zipfile.ZIP_DEFLATED
+    zf.writestr(entry, data)
+
+
+def build_autograder(out: Path, notebooks: Sequence[str] = (), seed: int | None = None) -> Path:
+    """Write the autograder zip: setup.sh, run_autograder, the wheel and assignment.json, at its root."""
     out = Path(out)
+    settings = assignment(notebooks, seed)
     with tempfile.TemporaryDirectory() as tmp:
-        wheel = build_wheel(Path(tmp))
+        try:
+            wheel = build_wheel(Path(tmp))
+        except WheelError as exc:
+            raise GradescopeError(str(exc)) from None
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name, text in (("setup.sh", SETUP_SH.format(wheel=wheel.name)), ("run_autograder", RUN_AUTOGRADER)):
-                entry = zipfile.ZipInfo(name)
-                entry.external_attr = 0o100755 << 16  # executable, as Gradescope needs
-                entry.compress_type = zipfile.ZIP_DEFLATED
-                zf.writestr(entry, text)
+            _add(zf, "setup.sh", SETUP_SH.format(wheel=wheel.name, settings=SETTINGS).encode(), 0o755)
+            _add(zf, "run_autograder", RUN_AUTOGRADER.encode(), 0o755)  # executable, as Gradescope needs
+            _add(zf, SETTINGS, (json.dumps(settings, indent=1) + "\n").encode(), 0o600)
             zf.write(wheel, wheel.name)
         atomic_write_bytes(out, buffer.getvalue())
     return out
 
 
+def read_assignment(source: Path) -> dict[str, Any]:
+    """``source/assignment.json``, checked (made root's alone first, should setup.sh not have run)."""
+    path = Path(source) / SETTINGS
+    try:
+        os.chmod(path, 0o600)
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise GradescopeError(f"{path} is missing: rebuild the zip with lessonlib gradescope build") from None
+    except (OSError, ValueError) as exc:
+        raise GradescopeError(f"{path} cannot be read ({exc}): rebuild the zip") from None
+    notebooks = data.get("notebooks") if isinstance(data, dict) else None
+    if not isinstance(data.get("seed"), int) or not isinstance(notebooks, list) or not all(
+            isinstance(n, str) for n in notebooks):
+        raise GradescopeError(f"{path} should hold {{\"notebooks\": [...], \"seed\": N}}: rebuild the zip")
+    return assignment(data["notebooks"], data["seed"])
+
+
 # --- inside Gradescope -------------------------------------------------------------------------------
 
 
-def _tests(result: r.LearnerResult) -> list[dict[str, Any]]:
+def _tests(grades: list[r.ExerciseGrade]) -> list[dict[str, Any]]:
     tests = []
-    for g in result.exercises:
+    for g in grades:
         name = f"{g.notebook.removesuffix('.ipynb')}: {g.exercise}"
         if g.kind == "manual":
             tests.append({"name": f"{name} (written answer, graded by hand)", "score": 0, "max_score": 0,
@@ -136,45 +152,83 @@ def _tests(result: r.LearnerResult) -> list[dict[str, Any]]:
     return tests
 
 
-def run_autograder(root: Path, *, timeout: float = 10.0, memory_mb: int = 1024) -> Path:
-    """Grade ``root/submission`` and write ``root/results/results.json``; returns its path."""
-    root = Path(root)
-    results_path = root / "results" / "results.json"
+def _copy_submission(submission: Path, learner: Path) -> list[str]:
+    """Copy the notebooks handed in (in any subfolder) into ``learner``; returns what was left out, and why."""
+    skipped = []  # said in the output: nothing handed in is left out in silence
+    for notebook in sorted(submission.rglob("*.ipynb")):
+        shown = notebook.relative_to(submission)
+        if ".ipynb_checkpoints" in notebook.parts:
+            continue  # Jupyter's automatic copies of the notebooks themselves
+        if notebook.is_symlink():
+            skipped.append(f"{shown} is a symbolic link; links are not followed, so it was not graded.")
+        elif not notebook.is_file():
+            skipped.append(f"{shown} is not a regular file; it was not graded.")
+        elif (learner / notebook.name).exists():
+            skipped.append(f"{shown} has the same name as a notebook in another folder; only the first, in "
+                           "sorted order, was graded.")
+        else:
+            shutil.copyfile(notebook, learner / notebook.name)
+    return skipped
+
+
+@contextmanager
+def _working_in(folder: Path) -> Iterator[None]:
+    """Grade from ``folder``: an installed lessonlib takes the folder it starts in for the course that
+    learner code must not see (``sandbox.course_folder``), so /autograder (source, results and the
+    submission) is hidden from the sandbox whatever folder Gradescope starts in."""
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def _failed(results_path: Path, message: str, notes: list[str]) -> Path:
+    atomic_write_json(results_path, {"score": 0.0, "tests": [], "output": "\n\n".join(
+        [f"The submission could not be graded: {message}"] + [f"Note: {note}" for note in notes])}, mode=0o644)
+    return results_path
+
+
+def run_autograder(root: Path, *, timeout: float = 10.0, memory_mb: int = 1024, isolation: str = "auto") -> Path:
+    """Grade ``root/submission`` as ``root/source/assignment.json`` says and write
+    ``root/results/results.json``; returns its path."""
+    root = Path(root).resolve()
+    results = root / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    os.chmod(results, 0o755)  # the grader's alone to write
+    results_path = results / "results.json"
     with tempfile.TemporaryDirectory(prefix="lessonlib-gradescope-") as tmp:
         learner = Path(tmp) / "submission"
         learner.mkdir()
-        skipped = []  # said in the output: nothing handed in is left out in silence
-        for notebook in sorted((root / "submission").rglob("*.ipynb")):
-            shown = notebook.relative_to(root / "submission")
-            if ".ipynb_checkpoints" in notebook.parts:
-                continue  # Jupyter's automatic copies of the notebooks themselves
-            if notebook.is_symlink():
-                skipped.append(f"{shown} is a symbolic link; links are not followed, so it was not graded.")
-            elif not notebook.is_file():
-                skipped.append(f"{shown} is not a regular file; it was not graded.")
-            elif (learner / notebook.name).exists():
-                skipped.append(f"{shown} has the same name as a notebook in another folder; only the first, in "
-                               "sorted order, was graded.")
-            else:
-                shutil.copyfile(notebook, learner / notebook.name)
-        settings = GradeSettings(out=Path(tmp) / "gradebook", timeout=timeout, memory_mb=memory_mb, workers=1)
+        skipped = _copy_submission(root / "submission", learner)
         try:
-            batch = grade([learner], settings)
+            settings = read_assignment(root / "source")
+        except GradescopeError as exc:
+            return _failed(results_path, f"the autograder is misconfigured ({exc})", skipped)
+        notebooks = tuple(settings["notebooks"])
+        grading = GradeSettings(out=Path(tmp) / "gradebook", timeout=timeout, memory_mb=memory_mb, workers=1,
+                                seed=settings["seed"], notebooks=notebooks, isolation=isolation)
+        try:
+            with _working_in(root):
+                batch = grade([learner], grading)
         except GradingError as exc:
-            atomic_write_json(results_path, {"score": 0.0, "tests": [], "output": "\n\n".join(
-                [f"The submission could not be graded: {exc}"] + [f"Note: {note}" for note in skipped])})
-            return results_path
+            return _failed(results_path, str(exc), skipped)
     result = batch.results[0]
     isolation = batch.isolation
-    output = [f"Automatic checks: {result.auto_points:g} / {result.auto_max_points:g} points."]
+    grades = [g for g in result.exercises if g.notebook in notebooks]
+    auto = [g for g in grades if g.kind != "manual"]
+    score = sum(g.points or 0.0 for g in auto)
+    output = [f"Automatic checks: {score:g} / {sum(g.max_points for g in auto):g} points."]
     output += [f"Note: {note}" for note in skipped + result.notes]
     data = {
-        "score": result.auto_points,
+        "score": score,
         "output": "\n\n".join(output),
-        "tests": _tests(result),
-        "extra_data": {"isolation": isolation.level, "isolation_warning": isolation.warning},
+        "tests": _tests(grades),
+        "extra_data": {"isolation": isolation.level, "isolation_warning": isolation.warning,
+                       "runs_as": isolation.verified.get("runs_as"), "notebooks": list(notebooks)},
     }
-    atomic_write_json(results_path, data)
+    atomic_write_json(results_path, data, mode=0o644)
     if isolation.warning:
         print(isolation.warning)
     print(json.dumps({"score": data["score"], "isolation": isolation.level}))

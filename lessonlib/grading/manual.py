@@ -2,12 +2,13 @@
 
 The grader writes one row per written answer (any cell tagged ``manual``) that needs a person::
 
-    learner,lms_id,notebook,exercise,rubric,points,max_points,comment
+    learner,name,lms_id,notebook,exercise,rubric,points,max_points,comment
 
-``learner`` is the learner's key (as in ``feedback/KEY.md``, where the answer is quoted for
-reading). The instructor fills ``points`` (0 to ``max_points``; empty = not graded yet) and may
-write a ``rubric`` line and a ``comment`` (shown to the learner). Running ``lessonlib grade``
-again with the same ``--out`` reads the file back: every line is checked first, and one bad line
+``learner`` is the learner's key (as in summary.csv, grades.csv and ``feedback/KEY.md``, where the
+answer is quoted for reading); ``name`` is for reading only (the roster's name where there is one).
+The instructor fills ``points`` (0 to ``max_points``; empty = not graded yet) and may write a
+``rubric`` line and a ``comment`` (shown to the learner). Running ``lessonlib grade`` again with
+the same ``--out`` reads the file back: every line is checked first, and one bad line
 (points out of range or not a number, an unknown learner or question, a row given twice) refuses
 the whole file, naming each line, before anything is rewritten. The rows are kept on every run
 (a newly graded learner adds rows), so nothing typed in is lost.
@@ -28,7 +29,7 @@ from lessonlib.grading.files import atomic_write_text
 from lessonlib.grading.safe_text import csv_row, csv_value
 
 MANUAL_FILE = "manual.csv"
-MANUAL_COLUMNS = ("learner", "lms_id", "notebook", "exercise", "rubric", "points", "max_points", "comment")
+MANUAL_COLUMNS = ("learner", "name", "lms_id", "notebook", "exercise", "rubric", "points", "max_points", "comment")
 REQUIRED = ("learner", "exercise", "points")
 
 
@@ -138,7 +139,7 @@ def manual_rows(results: Sequence[r.LearnerResult], marks: dict[tuple[str, str],
             if mark is None and grade.status not in (r.NEEDS_MANUAL, r.GRADED_BY_HAND):
                 continue  # nothing written: 0 points already, nothing to read
             points = "" if mark is None or mark.points is None else f"{mark.points:g}"
-            rows.append([result.key, result.lms_id, grade.notebook, grade.exercise,
+            rows.append([result.key, result.learner, result.lms_id, grade.notebook, grade.exercise,
                          mark.rubric if mark else "", points, f"{grade.max_points:g}", mark.comment if mark else ""])
     return rows
 

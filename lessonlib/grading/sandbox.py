@@ -9,7 +9,8 @@ Two levels; ``--isolation auto`` takes the first that a trial run verifies:
   scratch folder: nothing of the course, the output folder or any submission exists in there.
   As root, learner code runs as ``nobody``. The worker is PID 1 of the sandbox, so learner code
   cannot signal it, and the grading process is not in its PID namespace at all.
-- ``limits``: the worker runs as the grading user with resource limits only. Learner code can
+- ``limits``: the worker runs as the grading user (as ``nobody`` when that is root: learner code
+  never runs as root) with resource limits only. Learner code can
   read and write whatever that user can (solutions/ and the output folder included), use the
   network and signal the grader: :data:`LIMITS_WARNING` says so, loudly, at every run.
 
@@ -30,6 +31,7 @@ after kill -9 of the grader; :func:`stop_worker` kills the sandbox's PID 1 (from
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import pwd
@@ -39,6 +41,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -66,7 +69,7 @@ _ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/altern
 SUMMARY = {
     "bubblewrap": "learner code runs in a bubblewrap sandbox: no network, no course files, no output "
                   "folder, no other submissions, cannot signal the grader; under resource limits",
-    "limits": "learner code runs as the grading user under resource limits only",
+    "limits": "learner code runs as the grading user (nobody, for root) under resource limits only",
 }
 LIMITS_WARNING = (
     "WARNING: learner code is NOT isolated. It runs as {user} and can read and write every file "
@@ -257,12 +260,51 @@ def bwrap_command(python_args: list[str], limits: Limits, *, protected: Sequence
     for name, value in worker_env(SCRATCH).items():
         command += ["--setenv", name, value]
     command.append("--")
-    if root:
-        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-        uid, gid = nobody()
-        command += [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
-                    "--bounding-set=-all", "--no-new-privs"]
-    return command + [sys.executable, *python_args]
+    return command + (as_nobody() if root else []) + [sys.executable, *python_args]
+
+
+def as_nobody() -> list[str]:
+    """The ``setpriv`` prefix that runs a command as the real ``nobody``, with no capabilities and
+    no new privileges: learner code never runs as root, at either level."""
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    uid, gid = nobody()
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs"]
+
+
+_SCRATCH_TOP: list[Path] = []  # the folder of this process's scratch folders for nobody, once made
+SCRATCH_PREFIX = "lessonlib-scratch-"  # then the grading process's pid
+
+
+def _sweep_scratch() -> None:
+    """Remove the scratch folders of grading processes that no longer run (killed before their exit
+    handler could)."""
+    for top in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = top.name.removeprefix(SCRATCH_PREFIX).split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and top.stat().st_uid == os.geteuid():
+            shutil.rmtree(top, ignore_errors=True)
+
+
+def _nobody_scratch(job_dir: Path) -> Path:
+    """As root at level limits, a fresh scratch folder owned by nobody, outside the grader's folders
+    (which nobody cannot enter): in one folder per grading process, which nobody cannot list,
+    removed when the process exits. ``job_dir/scratch`` links to it; the next launch replaces it."""
+    link = job_dir / "scratch"
+    if link.is_symlink():
+        shutil.rmtree(os.readlink(link), ignore_errors=True)
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link, ignore_errors=True)
+    if not _SCRATCH_TOP:
+        _sweep_scratch()
+        top = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+        os.chmod(top, 0o711)
+        atexit.register(shutil.rmtree, top, True)
+        _SCRATCH_TOP.append(top)
+    scratch = Path(tempfile.mkdtemp(dir=_SCRATCH_TOP[0]))
+    os.chown(scratch, *nobody())
+    link.symlink_to(scratch)
+    return scratch
 
 
 def worker_env(scratch: str) -> dict[str, str]:
@@ -290,9 +332,12 @@ def launch(level: str, limits: Limits, job_dir: Path, *, protected: Sequence[Pat
     if level == "bubblewrap":
         args = ["-I", "-B", f"{INSIDE}/{WORKER.name}", *flags, f"{INSIDE}/{RUNNER.name}", f"{INSIDE}/{WIRE.name}"]
         return Launch(bwrap_command(args, limits, protected=protected, info_fd=info_fd), job_dir)
+    command = [sys.executable, "-I", "-B", str(WORKER), *flags, str(RUNNER), str(WIRE)]
+    if os.geteuid() == 0:
+        return Launch(as_nobody() + command, _nobody_scratch(job_dir))
     scratch = job_dir / "scratch"
     scratch.mkdir(mode=0o700, exist_ok=True)
-    return Launch([sys.executable, "-I", "-B", str(WORKER), *flags, str(RUNNER), str(WIRE)], scratch)
+    return Launch(command, scratch)
 
 
 PER_WORKER = 3  # processes of one worker before learner code starts one: the zygote, the keeper, the child
@@ -302,12 +347,12 @@ def nproc_base(level: str, workers: int) -> int:
     """Processes the limit counts before learner code starts one: RLIMIT_NPROC counts per user.
 
     In an ordinary user's sandbox (a new user namespace) only the sandbox's own processes count
-    (the zygote, the keeper and the child); as root, learner code is the real nobody, counted
-    system-wide.
+    (the zygote, the keeper and the child); as root, learner code is the real nobody at either
+    level, counted system-wide.
     """
-    if level == "bubblewrap":
-        return PER_WORKER if os.geteuid() != 0 else count_processes(nobody()[0]) + PER_WORKER * workers
-    return count_processes(os.getuid()) + PER_WORKER * workers
+    if level == "bubblewrap" and os.geteuid() != 0:
+        return PER_WORKER
+    return count_processes(nobody()[0] if os.geteuid() == 0 else os.getuid()) + PER_WORKER * workers
 
 
 def secret_part(limits: dict[str, Any], probes: dict[str, str] | None = None,
@@ -544,39 +589,37 @@ def stop_worker(worker: Worker) -> None:
             worker.group.remove()
 
 
-def read_records(job_dir: Path, result_limit: int) -> Iterator[tuple[dict[str, Any], bytes]]:
-    """The worker's records from ``worker.out``, one at a time: (header, payload) pairs, a cut-off
-    tail ignored. Memory holds one record at most: sizes are checked before anything is read.
+Part = tuple[list[Any], "str | None"]  # a child's frames, and what was wrong with the rest of them
 
-    A record is a JSON frame with ``kind`` (started, result, probe, fatal) and ``size``, followed
-    by ``size`` raw bytes (a task's frames, at most ``result_limit``).
-    """
+
+def read_records(job_dir: Path, limits: Limits, *, frames: bool = True) -> Iterator[tuple[dict[str, Any], list[Part]]]:
+    """The worker's records from ``worker.out``, read once, one at a time: a JSON header (``kind``:
+    started, result, probe or fatal; ``size``), then ``size`` bytes of frames in two parts (a task's
+    public child's, then its hidden child's, split at ``split``). Each size is checked before it is
+    read; a cut-off tail ends the records. ``frames=False``: the frames are skipped unread."""
     try:
         f = open(job_dir / OUT_FILE, "rb")
     except OSError:
         return
     with f:
         total = os.fstat(f.fileno()).st_size
-        at = 0
-        while total - at >= wire.HEADER_SIZE:
+        while total - f.tell() >= wire.HEADER_SIZE:
             try:
                 kind, length = wire.unpack_header(f.read(wire.HEADER_SIZE))
-            except wire.WireError:
-                return
-            if kind != "json" or length > wire.MAX_JSON_FRAME or at + wire.HEADER_SIZE + length > total:
-                return
-            try:
+                if kind != "json" or length > min(wire.MAX_JSON_FRAME, total - f.tell()):
+                    return
                 header = wire.load_json(f.read(length))
             except wire.WireError:
                 return
-            at += wire.HEADER_SIZE + length
-            size = header.get("size", 0) if isinstance(header, dict) else -1
-            if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= result_limit + 2**16 \
-                    or at + size > total:
+            size = header.get("size") if isinstance(header, dict) else None
+            if type(size) is not int or not 0 <= size <= min(limits.job_result_mb * 2**20 + 2**16, total - f.tell()):
                 return
-            payload = f.read(size)
-            at += size
-            yield header, payload
+            split = header.get("split")
+            split = split if type(split) is int and 0 <= split <= size else size
+            if not frames:
+                f.seek(size, os.SEEK_CUR)
+            yield header, [wire.read_frames(f, n, array_limit=limits.array_mb * 2**20)
+                           for n in (split, size - split)] if frames else []
 
 
 # --- the probe ----------------------------------------------------------------------------------
@@ -632,15 +675,15 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
             pass
         finally:
             stop_worker(worker)
-        records = list(read_records(job_dir, limits.result_mb * 2**20))
-        fatal = [h for h, _ in records if h.get("kind") == "fatal"]
+        records = [h for h, _ in read_records(job_dir, limits, frames=False)]
+        fatal = [h for h in records if h.get("kind") == "fatal"]
         if fatal:
             return {"error": str(fatal[0].get("error"))[:500]}
-        reports = [payload for h, payload in records if h.get("kind") == "probe"]
+        reports = [h["report"] for h in records if h.get("kind") == "probe" and isinstance(h.get("report"), dict)]
         if not reports:
             log = (job_dir / "worker.log").read_text(errors="replace")[-500:]
             return {"error": f"the probe worker ended with status {worker.returncode} ({log.strip()})"}
-        report = json.loads(reports[0].decode() or "{}")
+        report = reports[0]
     except (IsolationError, cgroups.CgroupError) as exc:
         return {"error": str(exc)}
     finally:
@@ -681,8 +724,8 @@ def _findings(report: dict[str, Any], level: str, limits: Limits,
             problems.append("learner code could open a network connection")
         if verified["can_signal_grader"]:
             problems.append("learner code could signal the grading process")
-        if os.geteuid() == 0 and uid != nobody()[0]:
-            problems.append(f"learner code ran as uid {uid}, not nobody")
+    if os.geteuid() == 0 and uid != nobody()[0]:
+        problems.append(f"learner code ran as uid {uid}, not nobody")
     if not verified["interpreter_imports"]:
         problems.append(f"the interpreter's modules were not importable ({report.get('imports')})")
     if limits.processes > 0 and not verified["can_fork"]:
@@ -721,7 +764,8 @@ def choose_isolation(requested: str, limits: Limits, *, work: Path, out_dir: Pat
             reason = "requested with --isolation"
         else:
             reason = "the strongest level; the probe verified it"
-        warning = LIMITS_WARNING.format(user=_user_name(os.getuid())) if level == "limits" else ""
+        user = _user_name(nobody()[0] if os.geteuid() == 0 else os.getuid())
+        warning = LIMITS_WARNING.format(user=user) if level == "limits" else ""
         limited = held(level, limits, plan, could_fork=verified["can_fork"])
         return Isolation(level, SUMMARY[level], reason, verified, warning, limited)
     raise IsolationError("no isolation level could be set up: " + " | ".join(refused))

@@ -86,6 +86,29 @@ def course_notebooks() -> list[CourseNotebook]:
     ]
 
 
+def assignment_courses(names: Sequence[str]) -> list[CourseNotebook]:
+    """The course notebooks an assignment grades, in file-name order; ``names`` empty means all of them.
+
+    A name may omit ``.ipynb`` ("02_masking"); an unknown one is an error that lists the known ones.
+    """
+    courses = course_notebooks()
+    if not names:
+        return courses
+    by_name = {c.name: c for c in courses} | {c.stem: c for c in courses}
+    unknown = [n for n in names if n.strip() not in by_name]
+    if unknown:
+        raise ValueError(f"not an exercise notebook of this course: {', '.join(unknown)}; the notebooks are "
+                         f"{', '.join(c.name for c in courses)}")
+    chosen = {by_name[n.strip()].name for n in names}
+    return [c for c in courses if c.name in chosen]
+
+
+def unassigned_note(names: Sequence[str]) -> str:
+    """Said to a learner who handed in notebooks the assignment does not grade."""
+    listed = ", ".join(sorted(names))
+    return f"Not part of this assignment, so not graded: {listed}."
+
+
 # --- reading a notebook without trusting it -------------------------------------------------------
 
 

@@ -2,11 +2,9 @@
 
 Both ways the unit is a *frame*: ``b"J"`` + 8-byte length + UTF-8 JSON, or ``b"N"`` + 8-byte
 length + the bytes of one ``.npy`` file. Going in, a case's inputs are numbers in JSON and arrays
-in ``.npy`` frames (one file of frames per job). Coming back, the worker streams frames through a
-pipe; the zygote stores the stream, cut at a size limit, in one file per exercise, and the
-grading process reads it back with size checks and ``allow_pickle=False``: nothing from the
-worker is ever imported or unpickled. (One file per exercise, not one per frame: creating
-hundreds of small files per learner costs more than running the learner's code.)
+in ``.npy`` frames (one file of frames per job). Coming back, the worker writes records (a JSON
+header, then a task's frames) to ``worker.out``, which the grading process reads once, frame by
+frame, each size checked first, ``allow_pickle=False``: nothing from the worker is unpickled.
 
 This module imports only the standard library and NumPy: the worker loads it by file path, so
 it must never import anything from ``lessonlib``.
@@ -18,7 +16,7 @@ import io
 import json
 import math
 import struct
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -45,15 +43,10 @@ def json_frame(obj: Any) -> bytes:
     return _HEADER.pack(JSON_FRAME, len(payload)) + payload
 
 
-def npy_bytes(array: np.ndarray) -> bytes:
+def npy_frame(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.lib.format.write_array(buffer, np.ascontiguousarray(array), allow_pickle=False)
-    return buffer.getvalue()
-
-
-def npy_frame(array: np.ndarray) -> bytes:
-    payload = npy_bytes(array)
-    return _HEADER.pack(NPY_FRAME, len(payload)) + payload
+    return _HEADER.pack(NPY_FRAME, buffer.tell()) + buffer.getvalue()
 
 
 def record(header: dict[str, Any], payload: bytes = b"") -> bytes:
@@ -62,30 +55,13 @@ def record(header: dict[str, Any], payload: bytes = b"") -> bytes:
 
 
 def unpack_header(header: bytes) -> tuple[str, int]:
-    """("json" or "npy", payload length) of a frame's header; ValueError for anything else."""
+    """("json" or "npy", payload length) of a frame's header; WireError for anything else."""
     if len(header) != _HEADER.size:
         raise WireError("a frame header cut short")
     kind, length = _HEADER.unpack(header)
     if kind not in (JSON_FRAME, NPY_FRAME):
         raise WireError("a frame of unknown kind")
     return ("json" if kind == JSON_FRAME else "npy"), length
-
-
-def split_frames(data: bytes, limit: int | None = None) -> tuple[list[tuple[str, bytes]], bool]:
-    """Cut a stream into (kind, payload) frames (at most ``limit``); the flag is True when the
-    stream ends mid-frame."""
-    frames: list[tuple[str, bytes]] = []
-    at = 0
-    while at < len(data) and (limit is None or len(frames) < limit):
-        if len(data) - at < _HEADER.size:
-            return frames, True
-        kind, length = _HEADER.unpack_from(data, at)
-        at += _HEADER.size
-        if kind not in (JSON_FRAME, NPY_FRAME) or at + length > len(data):
-            return frames, True
-        frames.append(("json" if kind == JSON_FRAME else "npy", bytes(data[at:at + length])))
-        at += length
-    return frames, False
 
 
 # --- reading what the worker wrote ---------------------------------------------------------------
@@ -130,10 +106,29 @@ def load_npy(data: bytes, limit: int) -> np.ndarray:
         raise WireError(f"unreadable .npy data ({type(exc).__name__}: {exc})") from None
 
 
-def parse_frames(data: bytes, *, json_limit: int = MAX_JSON_FRAME, array_limit: int) -> tuple[list[Any], bool]:
-    """Parsed frames (dicts and arrays) of a stored stream, and whether it was cut mid-frame."""
-    frames, truncated = split_frames(data)
-    return [load_json(p, json_limit) if kind == "json" else load_npy(p, array_limit) for kind, p in frames], truncated
+def read_frames(f: BinaryIO, size: int, *, array_limit: int,
+                json_limit: int = MAX_JSON_FRAME) -> tuple[list[Any], str | None]:
+    """The frames in the next ``size`` bytes of ``f``, parsed one at a time (dicts and arrays), each
+    frame's length checked before it is read; and what was wrong with the rest (None: nothing).
+
+    The frames before a problem are kept; ``f`` is left just after the ``size`` bytes.
+    """
+    end = f.tell() + size
+    frames: list[Any] = []
+    try:
+        while f.tell() < end:
+            if end - f.tell() < HEADER_SIZE:
+                raise WireError("the stream was cut off mid-frame")
+            kind, length = unpack_header(f.read(HEADER_SIZE))
+            room = min(json_limit if kind == "json" else array_limit + 4096, end - f.tell())
+            if length > room:
+                raise WireError(f"a frame of {length} bytes where {room} may follow (too large, or cut off)")
+            data = f.read(length)
+            frames.append(load_json(data, json_limit) if kind == "json" else load_npy(data, array_limit))
+    except WireError as exc:
+        f.seek(end)
+        return frames, str(exc)
+    return frames, None
 
 
 # --- case inputs (grading process -> worker) -----------------------------------------------------
@@ -153,13 +148,7 @@ def encode_args(args: tuple[Any, ...], arrays: list[bytes]) -> list[dict[str, An
 
 def decode_args(described: list[dict[str, Any]], arrays: list[Any]) -> tuple[Any, ...]:
     """The inverse of :func:`encode_args`, given the parsed frames of the inputs file."""
-    args: list[Any] = []
-    for d in described:
-        if "array" in d:
-            args.append(arrays[int(d["array"])])
-        else:
-            args.append(_unscalar(d))
-    return tuple(args)
+    return tuple(arrays[int(d["array"])] if "array" in d else _unscalar(d) for d in described)
 
 
 def encode_number(x: Any) -> dict[str, Any]:
@@ -254,6 +243,7 @@ def encode_outcome(outcome: Any, arrays: list[np.ndarray]) -> dict[str, Any]:
         "status": outcome.status,
         "value": None if outcome.value is None else encode_value(outcome.value, arrays),
         "error": None if outcome.error is None else _cut(outcome.error),
+        "error_types": list(outcome.error_types), "errno": outcome.errno,
         "peak_bytes": outcome.peak_bytes,
     }
 
@@ -291,9 +281,18 @@ def decode_outcome(d: Any, arrays: list[np.ndarray], outcome_type: type, value_t
     peak = d.get("peak_bytes")
     if peak is not None and (not isinstance(peak, int) or isinstance(peak, bool) or not 0 <= peak < 2**53):
         raise WireError("an outcome with an unreadable memory peak")
+    types, errno = error_fields(d)
     return outcome_type(
         d["status"],
         None if value is None else decode_value(value, arrays, value_type),
         None if error is None else _cut(error),
-        peak,
+        peak, types, errno,
     )
+
+
+def error_fields(d: dict[str, Any]) -> tuple[tuple[str, ...], int | None]:
+    """An exception's classes (``error_types``, most specific first) and ``errno`` as the worker
+    reported them; anything not in that form is dropped (learner code can write these frames)."""
+    types, errno = d.get("error_types"), d.get("errno")
+    names = tuple(t[:200] for t in types[:16] if isinstance(t, str)) if isinstance(types, list) else ()
+    return names, errno if type(errno) is int and abs(errno) < 2**31 else None

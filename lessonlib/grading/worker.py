@@ -107,8 +107,12 @@ def _preimport() -> None:
 _LESSONLIB_CALLS: list[str] = []
 
 
+# The grader's own exceptions are named "grader.*" (see runner.error_types): a class that learner
+# code defines is named "__main__.*", so it is never taken for one of these.
 class LessonlibUnavailable(RuntimeError):
     """Raised by every function of the stand-in ``lessonlib`` seen by learner code."""
+
+    __module__ = "grader"
 
 
 def _refuse(qualname: str) -> Any:
@@ -193,6 +197,8 @@ class _Sink(io.TextIOBase):
 
 class ResultTooLarge(Exception):
     """A returned value holds more array data than the grader accepts."""
+
+    __module__ = "grader"
 
 
 def _megabytes(n: float) -> str:
@@ -333,15 +339,17 @@ def _run_cells(task: dict[str, Any], namespace: dict[str, Any], me: int) -> list
     report = []
     for step in task["program"]:
         mark = len(_LESSONLIB_CALLS)
-        raised = None
+        outcome = None
         try:
             code = compile(step["source"], step["filename"], "exec", dont_inherit=True)
             exec(code, namespace)
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
-            raised = _exception_text(exc, step["filename"])
+            outcome = _RUNNER.raised(exc, step["filename"])
         if os.getpid() != me:
             os._exit(0)  # a copy forked by learner code never reports
-        report.append({"label": step["label"], "raised": raised, "lessonlib": _calls_since(mark)})
+        report.append({"label": step["label"], "raised": outcome and outcome.error, "lessonlib": _calls_since(mark),
+                       "error_types": list(outcome.error_types) if outcome else [],
+                       "errno": outcome and outcome.errno})
     return report
 
 
@@ -352,10 +360,8 @@ def _run_one_case(runner: Any, answer: Any, case: dict[str, Any], args: tuple[An
             return runner.run_case(answer, args, call=False)
         target = _Guarded(answer, limit) if callable(answer) else answer
         return runner.run_case(target, args, call=True, trace_memory=case["trace_memory"])
-    except ResultTooLarge as exc:
-        return runner.Outcome(runner.RAISED, error=_exception_text(exc))
-    except BaseException as exc:  # noqa: BLE001 - reading the returned value failed
-        return runner.Outcome(runner.RAISED, error=_exception_text(exc))
+    except BaseException as exc:  # noqa: BLE001 - a value too large, or reading it failed
+        return runner.raised(exc)
 
 
 def _child(task: dict[str, Any], part: str, cases: list[dict[str, Any]], cases_args: list[tuple[Any, ...]],
@@ -420,50 +426,40 @@ def _child(task: dict[str, Any], part: str, cases: list[dict[str, Any]], cases_a
 # no learner code: nothing learner code can read says which mask a layer has.
 
 
-def _read_exact(fd: int, n: int) -> bytes:
+def _read_exact(read: Any, n: int) -> bytes:
+    """``n`` bytes from ``read`` (os.read on a descriptor, or a socket's recv), however they come."""
     chunks, got = [], 0
     while got < n:
-        chunk = os.read(fd, min(n - got, 1 << 20))
+        chunk = read(min(n - got, 1 << 20))
         if not chunk:
-            raise EOFError("the job ended early")
+            raise EOFError("the stream ended early")
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
 
 
 def _read_frame_fd(fd: int, wire: Any, limit: int) -> tuple[str, bytes]:
-    kind, length = wire.unpack_header(_read_exact(fd, wire.HEADER_SIZE))
+    kind, length = wire.unpack_header(_read_exact(lambda k: os.read(fd, k), wire.HEADER_SIZE))
     if length > limit:
         raise ValueError(f"a frame of {length} bytes in the job (limit {limit})")
-    return kind, _read_exact(fd, length)
-
-
-def _recv_exact(line: socket.socket, n: int) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        chunk = line.recv(min(n - got, 1 << 20))
-        if not chunk:
-            raise EOFError("the line to the keeper closed")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+    return kind, _read_exact(lambda k: os.read(fd, k), length)
 
 
 def _recv_frames(line: socket.socket, wire: Any, array_limit: int) -> tuple[dict[str, Any], list[Any]]:
     """One message: a JSON frame whose ``arrays`` counts the ``.npy`` frames after it (at most 8)."""
-    kind, length = wire.unpack_header(_recv_exact(line, wire.HEADER_SIZE))
+    kind, length = wire.unpack_header(_read_exact(line.recv, wire.HEADER_SIZE))
     if kind != "json" or length > wire.MAX_JSON_FRAME:
         raise ValueError("a message that does not start with a JSON frame")
-    head = wire.load_json(_recv_exact(line, length))
+    head = wire.load_json(_read_exact(line.recv, length))
     count = head.get("arrays", 0) if isinstance(head, dict) else -1
     if not isinstance(count, int) or not 0 <= count <= 64:
         raise ValueError("a message with an unreadable array count")
     arrays = []
     for _ in range(count):
-        kind, length = wire.unpack_header(_recv_exact(line, wire.HEADER_SIZE))
+        kind, length = wire.unpack_header(_read_exact(line.recv, wire.HEADER_SIZE))
         if kind != "npy" or length > array_limit + 4096:
             raise ValueError("an array frame too large or of the wrong kind")
-        arrays.append(wire.load_npy(_recv_exact(line, length), array_limit))
+        arrays.append(wire.load_npy(_read_exact(line.recv, length), array_limit))
     return head, arrays
 
 
@@ -825,16 +821,14 @@ def _resident_kb() -> int:
 def _birth(data: bytes, wire: Any) -> tuple[bytes, int | None]:
     """The child's frames without its first, "born" (written before learner code ran), and the
     resident memory that frame gave (kB; None when the child never got that far)."""
-    frames, cut = wire.split_frames(data, limit=1)
-    if cut or not frames or frames[0][0] != "json":
-        return data, None
     try:
-        born = json.loads(frames[0][1].decode())
-    except ValueError:
+        kind, length = wire.unpack_header(data[:wire.HEADER_SIZE])
+        born = wire.load_json(data[wire.HEADER_SIZE:wire.HEADER_SIZE + length]) if kind == "json" else None
+    except wire.WireError:
         return data, None
     if not isinstance(born, dict) or born.get("kind") != "born" or not isinstance(born.get("rss_kb"), int):
         return data, None
-    return data[wire.HEADER_SIZE + len(frames[0][1]):], born["rss_kb"]
+    return data[wire.HEADER_SIZE + length:], born["rss_kb"]
 
 
 def _fork_child(task: dict[str, Any], part: str, cases: list[dict[str, Any]], cases_args: list[tuple[Any, ...]],
@@ -911,16 +905,14 @@ def _zygote(job: dict[str, Any], inputs: list[Any], runner: Any, wire: Any) -> N
     budget = job["limits"]["job_result_bytes"]
     for task in job["tasks"]:
         key = task["key"]
-        _emit(wire, {"kind": "started", "key": key, "solo": job["solo"], "level": job["level"], "time": time.time()})
+        _emit(wire, {"kind": "started", "key": key, "solo": job["solo"], "level": job["level"]})
         cases_args = [wire.decode_args(c["args"], inputs) for c in task["cases"]]
         cap = min(job["limits"]["result_bytes"], budget)
         public, fate = _fork_child(task, "public", task["cases"], cases_args, job, runner, wire, cap)
-        fate["truncated"] = wire.split_frames(public)[1]
         hidden, hidden_fate = b"", None
         if task.get("hidden"):
             cap = min(job["limits"]["result_bytes"], budget - len(public))
             hidden, hidden_fate = _fork_child(task, "hidden", [], [], job, runner, wire, cap)
-            hidden_fate["truncated"] = wire.split_frames(hidden)[1]
             _wipe(_writable_folders(job))  # nothing the hidden child wrote reaches a later public one
         budget -= len(public) + len(hidden)
         _emit(wire, {"kind": "result", "key": key, "fate": fate, "hidden_fate": hidden_fate, "split": len(public)},
@@ -1003,7 +995,7 @@ def _probe(job: dict[str, Any], wire: Any) -> None:
         report = {}
     report["fate"] = fate
     report["oom_counter"] = _oom_kills()
-    _emit(wire, {"kind": "probe"}, json.dumps(report).encode())
+    _emit(wire, {"kind": "probe", "report": report})
 
 
 # --- entry point --------------------------------------------------------------------------------------
@@ -1011,15 +1003,11 @@ def _probe(job: dict[str, Any], wire: Any) -> None:
 
 def _read_job(wire: Any) -> tuple[dict[str, Any], list[Any]]:
     """The job and its input arrays, from stdin (then stdin is closed)."""
-    data = sys.stdin.buffer.read()
-    frames, cut = wire.split_frames(data, limit=1)
-    if cut or not frames or frames[0][0] != "json":
-        raise ValueError("the job on stdin is not a JSON frame")
-    job = json.loads(frames[0][1].decode())
-    rest = data[wire.HEADER_SIZE + len(frames[0][1]):]
-    inputs, cut = wire.parse_frames(rest, array_limit=job["limits"]["array_bytes"])
-    if cut:
-        raise ValueError("the job's inputs are cut off")
+    data = sys.stdin.buffer.read()  # the grading process wrote it: no limit but its size
+    frames, problem = wire.read_frames(io.BytesIO(data), len(data), array_limit=len(data), json_limit=len(data))
+    if problem or not frames or not isinstance(frames[0], dict):
+        raise ValueError(f"the job on stdin is not a JSON frame and its inputs ({problem})")
+    job, inputs = frames[0], frames[1:]
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)

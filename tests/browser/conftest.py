@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import time
 from collections.abc import Iterator
@@ -17,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from axe import NPM_CACHE, axe_tarball_cached, site_builder
 from lab_driver import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, LabServer, browser_unavailable, start_lab
+from offline import OfflinePage
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
@@ -64,6 +67,42 @@ def lab(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabS
     TIMINGS["server_start_s"] = round(time.perf_counter() - start, 2)
     yield server
     server.stop()
+
+
+def npm_needed(reason: str) -> None:
+    """Skip (fail under REQUIRE_BROWSER=1) when npm is missing and its tarballs are not cached."""
+    if shutil.which("npm") is None:
+        reason = f"{reason} needs npm once (apt-get install npm) to fetch its pinned browser files"
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"REQUIRE_BROWSER=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def site(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reading copy of notebooks/, built into a temporary folder with tools/site/build.py."""
+    builder = site_builder()
+    if not all((NPM_CACHE / a.tarball_name).exists() for a in builder.pinned_assets().values()):
+        npm_needed("building the site")
+    out = tmp_path_factory.mktemp("site")
+    start = time.perf_counter()
+    builder.build([ROOT / "notebooks"], out, NPM_CACHE)
+    TIMINGS["site_build_s"] = round(time.perf_counter() - start, 2)
+    return out
+
+
+@pytest.fixture(scope="session")
+def axe_ready(browser: Any) -> None:
+    """axe-core's pinned tarball in the cache (fetched with npm when missing)."""
+    if not axe_tarball_cached():
+        npm_needed("axe-core")
+
+
+@pytest.fixture
+def offline(browser: Any) -> Iterator[OfflinePage]:
+    holder = OfflinePage(browser)
+    yield holder
+    holder.context.close()
 
 
 @pytest.fixture

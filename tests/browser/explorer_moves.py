@@ -44,10 +44,10 @@ PICK_NEXT = ("Alt+ArrowDown", "ArrowDown", "Enter")
 
 EXPLORER_MOVES: dict[str, tuple[Move, ...]] = {
     "00_start_here": (),
-    "01_scaling": (Move("scaling", "d_k", ("ArrowRight",), {"d_k": 128}),),
+    "01_scaling": (Move("scaling", "d_k", PICK_NEXT, {"d_k": 128}),),
     "02_masking": (Move("masking", "where the mask is applied", PICK_NEXT, {"order": "after"}),),
     "03_position": (Move("position", "position", PICK_NEXT, {"mechanism": "sinusoidal"}),),
-    "04_cost": (Move("cost", "length n", ("ArrowRight",), {"n": 8192}),),
+    "04_cost": (Move("cost", "length n", PICK_NEXT, {"n": 8192}),),
     "05_interpretation": (Move("interpretation", "exclude it (mask)", ("Space",), {"exclude": True}),),
     "06_training": (Move("training", "evaluation length", PICK_NEXT, {"length": 32}),),
 }

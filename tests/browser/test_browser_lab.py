@@ -3,7 +3,9 @@
 For each notebook in notebooks/: open it, restart the kernel and run all cells, wait for an idle
 kernel, then check that no cell shows an error (cells tagged ``raises-exception`` are meant to),
 that every explorer rendered its readout, that Tab reaches each of its controls, and that one
-keyboard move changes the readout to ``describe(compute(new settings))`` computed here. One
+keyboard move changes the readout to ``describe(compute(new settings))`` computed here; axe-core
+finds no serious or critical WCAG 2.1 AA violation inside the explorers (every control has an
+accessible name, every figure a text alternative; JupyterLab's own interface is not checked). One
 notebook from exercises/ and one from solutions/ are run too, and their check reports read.
 A screenshot per notebook goes to artifacts/screenshots/; timings are reported, not asserted.
 """
@@ -18,6 +20,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from axe import blocking, explain, violations
 from explorer_moves import EXPLORER_MOVES, Move, moves_for
 from lab_driver import (
     explorer_boxes,
@@ -34,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 LATENCY_MOVES = 7
+EXPLORER_AREA = ".jp-OutputArea-output .widget-vbox:has(> .lessonlib-readout)"  # the widgets, not JupyterLab
 BACK = {"ArrowRight": "ArrowLeft", "ArrowLeft": "ArrowRight", "ArrowDown": "ArrowUp", "ArrowUp": "ArrowDown"}
 
 
@@ -113,7 +117,8 @@ def run_in_lab(page: Any, lab: Any, path: Path, timings: dict[str, Any]) -> None
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_lesson_notebook_in_jupyterlab(path: Path, lab: Any, page: Any, timings: dict[str, Any]) -> None:
+def test_lesson_notebook_in_jupyterlab(path: Path, lab: Any, page: Any, timings: dict[str, Any],
+                                       axe_ready: None) -> None:
     moves = moves_for(path)
     relpath = path.relative_to(ROOT).as_posix()
     start = time.perf_counter()
@@ -126,6 +131,9 @@ def test_lesson_notebook_in_jupyterlab(path: Path, lab: Any, page: Any, timings:
         assert len(boxes) == len(moves), (
             f"{relpath}: expected {len(moves)} explorer readout(s) ({[m.explorer for m in moves]}), "
             f"the page shows {len(boxes)}; console errors: {page.console_errors[-5:]}")
+        if boxes:
+            found = violations(page, include=EXPLORER_AREA)
+            assert not blocking(found), f"{relpath}'s explorers, axe-core at WCAG 2.1 AA:\n{explain(found)}"
         for box, move in zip(boxes, moves):
             assert readout_text(box), f"{move.explorer}: the readout is empty"
 

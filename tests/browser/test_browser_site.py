@@ -8,90 +8,25 @@ file:// with every other request aborted and recorded: a page that tries to reac
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import nbformat
 import pytest
+from axe import site_builder
 from explorer_moves import moves_for
-from lab_driver import VIEWPORT
+from offline import OfflinePage
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-NPM_CACHE = ROOT / "build" / "site-npm"
-CONTROLS = ".widget-slider, .widget-dropdown, .widget-checkbox, .widget-toggle-buttons, .widget-button"
-
-
-def site_builder() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("site_build", ROOT / "tools" / "site" / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def site(browser: Any, tmp_path_factory: pytest.TempPathFactory, timings: dict[str, Any]) -> Path:
-    """The reading copy of notebooks/, built into a temporary folder."""
-    builder = site_builder()
-    cached = all((NPM_CACHE / a.tarball_name).exists() for a in builder.pinned_assets().values())
-    if not cached and shutil.which("npm") is None:
-        reason = "building the site needs npm once (apt-get install npm) to fetch its pinned browser files"
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(f"REQUIRE_BROWSER=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    out = tmp_path_factory.mktemp("site")
-    start = time.perf_counter()
-    builder.build([ROOT / "notebooks"], out, NPM_CACHE)
-    timings["site_build_s"] = round(time.perf_counter() - start, 2)
-    return out
-
-
-class OfflinePage:
-    """A page that may load file:// URLs only; every other request is aborted and recorded."""
-
-    def __init__(self, browser: Any) -> None:
-        self.context = browser.new_context(viewport=VIEWPORT)
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(30_000)
-        self.blocked: list[str] = []
-        self.failed: list[str] = []
-        self.page.route("**/*", self._route)
-        self.page.on("requestfailed", self._failed)
-
-    def _route(self, route: Any) -> None:
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            self.blocked.append(route.request.url)
-            route.abort()
-
-    def _failed(self, request: Any) -> None:
-        if request.url.startswith("file://"):
-            self.failed.append(f"{request.url}: {request.failure}")
-
-    def open(self, path: Path) -> Any:
-        self.page.goto(path.as_uri())
-        return self.page
-
-
-@pytest.fixture
-def offline(browser: Any) -> Iterator[OfflinePage]:
-    holder = OfflinePage(browser)
-    yield holder
-    holder.context.close()
+CONTROLS = (".widget-slider, .widget-dropdown, .widget-checkbox, .widget-toggle-buttons, .widget-button, "
+            ".widget-text")
 
 
 def test_index_links_every_page(site: Path, offline: OfflinePage) -> None:
     page = offline.open(site / "index.html")
-    links = page.locator("main a")
+    links = page.locator("main ol.site-contents > li > a")
     targets = [links.nth(i).get_attribute("href") for i in range(links.count())]
     assert targets == [f"{p.stem}.html" for p in NOTEBOOKS]
     assert all((site / t).is_file() for t in targets)
@@ -131,3 +66,37 @@ def test_page_shows_figures_and_explorers_offline(path: Path, site: Path, offlin
     assert not undescribed, f"figures {undescribed} of {path.stem}.html have no 'Figure: ...' statement as alt text"
     assert not offline.blocked, f"{path.stem}.html tried to reach the network: {offline.blocked}"
     assert not offline.failed, f"{path.stem}.html could not load: {offline.failed}"
+
+
+# --- Links: checked without a browser -------------------------------------------------------------
+
+LEARNER_FOLDERS = ("notebooks", "exercises")
+
+
+def test_learner_notebooks_never_link_the_solutions() -> None:
+    """The guide hands out exercises/ only: no learner notebook may point at solutions/."""
+    found = []
+    for folder in LEARNER_FOLDERS:
+        for path in sorted((ROOT / folder).glob("*.ipynb")):
+            nb = nbformat.read(path, as_version=4)
+            found += [f"{folder}/{path.name} cell {i}" for i, cell in enumerate(nb.cells)
+                      if cell.cell_type == "markdown" and "](../solutions" in cell.source.replace(" ", "")]
+    assert not found, f"links to solutions/ in learner material: {found}"
+
+
+@pytest.mark.parametrize("href", ["../solutions/", "../solutions/01_scaling.ipynb", "../exercises/",
+                                  "../README.md", "missing.ipynb"])
+def test_the_builder_refuses_a_link_out_of_the_copy(href: str, tmp_path: Path) -> None:
+    pages = site_builder().keep_links_inside
+    body = f'<html><body><main><a href="{href}">out</a></main></body></html>'
+    with pytest.raises(ValueError, match="leads out of the reading copy"):
+        pages(body, ROOT / "notebooks" / "00_start_here.ipynb", {"00_start_here"}, {"01_scaling.ipynb"})
+
+
+def test_the_builder_turns_exercise_links_into_downloads() -> None:
+    pages = site_builder().keep_links_inside
+    body = ('<html><body><main><a href="../exercises/01_scaling.ipynb">ex</a>'
+            '<a href="01_scaling.ipynb#3.-Masks">page</a><a href="#here">here</a></main></body></html>')
+    out = pages(body, ROOT / "notebooks" / "00_start_here.ipynb", {"01_scaling"}, {"01_scaling.ipynb"})
+    assert '<a download="01_scaling.ipynb" href="exercises/01_scaling.ipynb">ex</a>' in out
+    assert 'href="01_scaling.html#3.-Masks"' in out and 'href="#here"' in out

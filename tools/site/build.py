@@ -8,6 +8,10 @@ renderer (@jupyter-widgets/html-manager's ``dist/embed-amd.js``), its loader (re
 MathJax are copied beside the pages, so reading needs no network. They come from the npm
 registry at build time, at the exact versions and integrity hashes in ``package.json`` beside
 this file; the tarballs are cached in ``build/site-npm``.
+
+Every page links to the contents and to the previous and next notebook; the contents list and search
+every section; the exercise notebooks are copied beside the pages as downloads (pages.py,
+contents.py). tests/browser checks the copy against WCAG 2.1 AA with axe-core.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
-import html
 import json
 import logging
 import re
@@ -29,11 +32,17 @@ from pathlib import Path
 import nbformat
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # pages.py and contents.py beside this script
+
+from contents import Entry, index_page, search_sections_js  # noqa: E402
+from pages import DOWNLOADS, add_navigation, keep_links_inside, sections  # noqa: E402
+
 ROOT = HERE.parent.parent
 STATIC = "_static"  # folder beside the pages holding the browser files
 WIDGET_RENDERER_URL = f"{STATIC}/html-manager/embed-amd.js"
 REQUIRE_JS_URL = f"{STATIC}/require.js"
 MATHJAX_URL = f"{STATIC}/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe"
+SEARCH_INDEX = f"{STATIC}/search-sections.js"
 
 # Inside each npm tarball (paths after the leading "package/"): which files the pages need.
 MATHJAX_KEEP = (
@@ -124,6 +133,7 @@ def install_static(out: Path, cache: Path) -> None:
     shutil.rmtree(static / "html-manager-package")
     extract(fetch(assets["requirejs"], cache), static, keep=("require.js",))
     extract(fetch(assets["mathjax"], cache), static / "mathjax", keep=MATHJAX_KEEP, skip=MATHJAX_SKIP)
+    extract(fetch(assets["minisearch"], cache), static / "minisearch", keep=("dist/umd/index.js", "LICENSE.txt"))
 
 
 def notebook_title(nb: nbformat.NotebookNode, fallback: str) -> str:
@@ -153,8 +163,8 @@ def describe_figures(body: str) -> str:
     return str(soup)
 
 
-def export_page(path: Path, out: Path, stems: set[str]) -> str:
-    """Write ``out/<stem>.html`` for the notebook at ``path``; return its title."""
+def export_body(path: Path) -> tuple[str, str]:
+    """nbconvert's page for the notebook at ``path``, with its figures described; and its title."""
     from nbconvert import HTMLExporter
 
     nb = nbformat.read(path, as_version=4)
@@ -168,43 +178,21 @@ def export_page(path: Path, out: Path, stems: set[str]) -> str:
         mathjax_url=MATHJAX_URL,
     )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem}})
-
-    def local_link(match: re.Match[str]) -> str:
-        # links between notebooks point at the copied pages instead of the .ipynb files
-        prefix, stem, anchor = match.group(1), match.group(2), match.group(3) or ""
-        return f'{prefix}{stem}.html{anchor}"' if stem in stems else match.group(0)
-
-    body = re.sub(r'(href=")(?:\./)?([\w.-]+)\.ipynb(#[^"]*)?"', local_link, body)
-    body = describe_figures(body)
-    (out / f"{path.stem}.html").write_text(body, encoding="utf-8")
-    return notebook_title(nb, path.stem)
+    return describe_figures(body), notebook_title(nb, path.stem)
 
 
-def index_page(entries: list[tuple[str, str]]) -> str:
-    """The site's front page: one link per notebook, in order."""
-    items = "\n".join(
-        f'    <li><a href="{html.escape(stem)}.html">{html.escape(title)}</a></li>' for stem, title in entries
-    )
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <meta name="viewport" content="width=device-width, initial-scale=1.0">
-  <title>Attention, masks, and position: reading copy</title>
-  <style>body {{ font-family: sans-serif; max-width: 48rem; margin: 2rem auto; line-height: 1.5; }}</style>
-</head>
-<body>
-  <main>
-    <h1>Attention, masks, and position: reading copy</h1>
-    <p>A static copy of the course notebooks with their stored outputs. Each explorer shows the
-    state it was saved in; to move its controls, open the notebook in JupyterLab and run it.</p>
-    <ol>
-{items}
-    </ol>
-  </main>
-</body>
-</html>
-"""
+def copy_exercises(notebook_dirs: list[Path], out: Path) -> list[str]:
+    """Copy the exercise notebooks beside the notebook folders into ``out/exercises``; their names."""
+    target = out / DOWNLOADS
+    if target.exists():
+        shutil.rmtree(target)
+    names = []
+    for folder in dict.fromkeys(Path(d).resolve().parent / DOWNLOADS for d in notebook_dirs):
+        for notebook in sorted(folder.glob("*.ipynb")):
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(notebook, target / notebook.name)
+            names.append(notebook.name)
+    return names
 
 
 def build(notebook_dirs: list[Path], out: Path, cache: Path) -> list[Path]:
@@ -216,10 +204,18 @@ def build(notebook_dirs: list[Path], out: Path, cache: Path) -> list[Path]:
     for stale in out.glob("*.html"):
         stale.unlink()
     install_static(out, cache)
+    downloads = copy_exercises(notebook_dirs, out)
     stems = {p.stem for p in paths}
-    entries = [(p.stem, export_page(p, out, stems)) for p in paths]
-    (out / "index.html").write_text(index_page(entries), encoding="utf-8")
-    return [out / "index.html", *(out / f"{stem}.html" for stem, _ in entries)]
+    bodies = [export_body(p) for p in paths]
+    order = [(p.stem, title) for p, (_, title) in zip(paths, bodies)]
+    entries = []
+    for position, (path, (body, title)) in enumerate(zip(paths, bodies)):
+        body = add_navigation(keep_links_inside(body, path, stems, set(downloads)), order, position)
+        (out / f"{path.stem}.html").write_text(body, encoding="utf-8")
+        entries.append(Entry(path.stem, title, sections(body)))
+    (out / SEARCH_INDEX).write_text(search_sections_js(entries), encoding="utf-8")
+    (out / "index.html").write_text(index_page(entries, downloads), encoding="utf-8")
+    return [out / "index.html", *(out / f"{p.stem}.html" for p in paths)]
 
 
 def main(argv: list[str] | None = None) -> int:
