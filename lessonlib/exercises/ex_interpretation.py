@@ -68,10 +68,12 @@ def exclusion_public() -> list[Case]:
     ])
 
 
+EXCLUSION_HIDDEN = ((3, 2, 1), (5, 4, 2), (7, 3, 3), (4, 6, 4))  # keys, d, value width: every seed draws these
+
+
 def exclusion_hidden(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for _ in range(4):
-        s, d, d_v = int(rng.integers(2, 8)), int(rng.integers(2, 7)), int(rng.integers(1, 5))
+    for s, d, d_v in EXCLUSION_HIDDEN:
         cases.append(Case("", f"random: {s} keys, d {d}, value width {d_v}", (
             rng.normal(size=d) * float(rng.uniform(0.5, 2.5)), rng.normal(size=(s, d)), rng.normal(size=(s, d_v)))))
     return cases

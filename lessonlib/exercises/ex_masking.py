@@ -121,25 +121,32 @@ def masked_softmax_public() -> list[Case]:
     ])
 
 
+# (scores shape, a row with no allowed key, disallowed scores that dominate their row) of each hidden
+# case. Every seed draws these and only the numbers differ: row 0 allows every key, row 1 some but
+# not all, the last row none where asked, and every other row at least one.
+MASKED_HIDDEN = (
+    ((4, 5), True, False), ((2, 3, 6), False, False), ((3, 4, 3), True, False),
+    ((5, 4), False, True), ((2, 4, 7), True, True),
+)
+
+
 def masked_softmax_hidden(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for i in range(5):
-        batch = tuple(int(b) for b in rng.integers(1, 4, size=int(rng.integers(0, 2))))
-        n_rows, n_keys = int(rng.integers(2, 6)), int(rng.integers(2, 7))
-        scores = rng.normal(size=batch + (n_rows, n_keys)) * float(rng.uniform(0.5, 4.0))
-        allowed = rng.random(batch + (n_rows, n_keys)) < 0.7
+    for shape, empty, dominant in MASKED_HIDDEN:
+        scores = rng.normal(size=shape) * float(rng.uniform(0.5, 4.0))
+        allowed = rng.random(shape) < 0.7
+        np.put_along_axis(allowed, rng.integers(shape[-1], size=shape[:-1] + (1,)), True, axis=-1)
         allowed[..., 0, :] = True  # one row with every key allowed
+        allowed[..., 1, :] = rng.random(shape[:-2] + shape[-1:]) < 0.5  # one row with some keys allowed
+        allowed[..., 1, 0], allowed[..., 1, -1] = True, False
         tags = set()
-        if i % 2 == 0:  # an empty row
+        if empty:  # a row with no allowed key
             allowed[..., -1, :] = False
             tags.add("empty-row")
-        if i >= 3:  # disallowed scores that dominate their row
-            allowed[..., 1, :] = rng.random(batch + (n_keys,)) < 0.5
-            allowed[..., 1, 0] = True
-            allowed[..., 1, -1] = False
+        if dominant:  # disallowed scores that dominate their row
             scores = np.where(allowed, scores, scores + float(rng.uniform(800.0, 1200.0)))
             tags.add("dominant-masked")
-        cases.append(Case("", f"random: scores {scores.shape}", (scores, allowed), frozenset(tags)))
+        cases.append(Case("", f"random: scores {shape}", (scores, allowed), frozenset(tags)))
     return cases
 
 
@@ -301,11 +308,18 @@ def padding_mask_public() -> list[Case]:
     ])
 
 
+# (batch, max_length, an empty sequence, a full one) of each hidden case. Every seed draws these and
+# only the lengths differ: each case holds partial sequences (0 < length < max_length), and the
+# empty and full ones where asked, at a place drawn from the seed.
+PADDING_HIDDEN = ((3, 6, True, False), (4, 8, False, True), (2, 5, False, False), (5, 10, True, True))
+
+
 def padding_mask_hidden(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for _ in range(4):
-        batch, m = int(rng.integers(1, 6)), int(rng.integers(2, 11))
-        lengths = rng.integers(0, m + 1, size=batch)
+    for batch, m, empty, full in PADDING_HIDDEN:
+        lengths = rng.integers(1, m, size=batch)
+        lengths[:2] = np.where([empty, full], [0, m], lengths[:2])
+        lengths = lengths[rng.permutation(batch)]
         cases.append(Case("", f"lengths {lengths.tolist()}, max_length {m}", (lengths, m)))
     return cases
 
@@ -426,13 +440,17 @@ def leaks_future_public() -> list[Case]:
     ])
 
 
+HIDDEN_LAYER_SHAPE = (7, 6)  # length, d_model of every hidden layer: its shape says nothing of its mask
+
+
 def leaks_future_hidden(rng: np.random.Generator) -> list[Case]:
-    """One layer of each kind, in an order drawn from the seed: where a case stands says nothing."""
+    """One layer of each kind, in an order drawn from the seed: where a case stands says nothing.
+
+    Every seed draws the same kinds and shape; only the layers' weights and the order differ.
+    """
     masks = ["causal", "causal-rounding", "none", "inverted", "next", "last", "early"]
-    return [
-        _layer_case(mask, int(rng.integers(1000, 10**6)), int(rng.integers(3, 9)), int(rng.choice([2, 4, 6, 8])))
-        for mask in map(str, rng.permutation(masks))
-    ]
+    return [_layer_case(mask, int(rng.integers(1000, 10**6)), *HIDDEN_LAYER_SHAPE)
+            for mask in map(str, rng.permutation(masks))]
 
 
 LEAKS_FUTURE = Exercise(
@@ -509,12 +527,16 @@ def mask_polarity_public() -> list[Case]:
 
 
 def mask_polarity_hidden(rng: np.random.Generator) -> list[Case]:
-    """Three functions of each polarity, in an order drawn from the seed."""
-    cases = []
-    for polarity in ("attend", "blocked"):
-        for scale in (1.0, 60.0, float(rng.uniform(30.0, 80.0))):
-            cases.append(_attention_case(polarity, scale, str(rng.choice(["float16", "float32", "float64"])),
-                                         str(rng.choice(["nan", "zeros", "uniform"]))))
+    """Three functions of each polarity, in an order drawn from the seed.
+
+    Both polarities come with the same precisions and empty-row policies, so neither tells the
+    polarity; every seed draws the same kinds, and only the third sharpness and the order differ.
+    """
+    kinds = [(1.0, "float16", "uniform"), (60.0, "float32", "nan"), (None, "float64", "zeros")]
+    cases = [
+        _attention_case(polarity, float(rng.uniform(30.0, 80.0)) if scale is None else scale, dtype, empty)
+        for polarity in ("attend", "blocked") for scale, dtype, empty in kinds
+    ]
     return [cases[i] for i in rng.permutation(len(cases))]
 
 

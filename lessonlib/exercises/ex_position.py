@@ -11,6 +11,7 @@ from lessonlib.exercises.runner import build_probe, probe
 from lessonlib.exercises.spec import (
     ArrayOutput,
     Case,
+    DetectFn,
     DiagnosisSpec,
     Exercise,
     Record,
@@ -157,11 +158,13 @@ def rope_public() -> list[Case]:
     ])
 
 
+# (batch, vectors, width) of each hidden case: every seed draws these, only the numbers and positions differ.
+ROPE_HIDDEN = (((), 6, 4), ((2,), 5, 6), ((), 3, 10), ((3,), 4, 12))
+
+
 def rope_hidden(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for _ in range(4):
-        batch = tuple(int(b) for b in rng.integers(1, 4, size=int(rng.integers(0, 2))))
-        n, d = int(rng.integers(2, 7)), 2 * int(rng.integers(2, 7))
+    for batch, n, d in ROPE_HIDDEN:
         positions = np.sort(rng.choice(300, size=n, replace=False))
         cases.append(Case("", f"x {batch + (n, d)} at positions {positions.tolist()}",
                           (rng.normal(size=batch + (n, d)), positions)))
@@ -254,13 +257,31 @@ def _order_exact(layer: str, x: np.ndarray) -> bool:
     return any(not np.array_equal(fn(x[p]), base[p]) for p in _permutations(x.shape[0]))
 
 
+def _rowwise_called_sensitive(records: Sequence[Record]) -> bool:
+    """A row-by-row layer called order-sensitive: its outputs are exactly the permuted ones, so only a
+    comparison that does not undo the permutation sees a difference (no tolerance is too tight)."""
+    return any(r.got is True for r in records if "rowwise" in r.case.tags)
+
+
 def _not_unpermuted(records: Sequence[Record]) -> list[str]:
-    """True even for a row-by-row layer, whose outputs are exactly the permuted ones."""
-    blind = [r for r in records if "blind" in r.case.tags]
-    rowwise = [r for r in blind if "rowwise" in r.case.tags]
-    if not rowwise or any(r.got is not True for r in blind):
+    """The order-blind layers called sensitive, when a row-by-row layer is one of them.
+
+    A permutation the answer draws may leave some x unchanged (the identity), and then that case
+    comes out right; the row-by-row layer called sensitive is the evidence, whatever the others say.
+    """
+    if not _rowwise_called_sensitive(records):
         return []
-    return [r.case.id for r in blind]
+    return [r.case.id for r in records if "blind" in r.case.tags and r.got is True]
+
+
+def _exact_not_unpermuted(detect: DetectFn) -> DetectFn:
+    """``detect``, unless the permutation was not undone: that mistake also calls plain attention
+    sensitive, and then an exact comparison is not what the evidence shows."""
+
+    def exact(records: Sequence[Record]) -> list[str]:
+        return [] if _rowwise_called_sensitive(records) else detect(records)
+
+    return exact
 
 
 def order_public() -> list[Case]:
@@ -273,11 +294,16 @@ def order_public() -> list[Case]:
     ])
 
 
+HIDDEN_ORDER_SHAPE = (7, 6)  # n, d of every hidden x: its shape says nothing of the layer's kind
+
+
 def order_hidden(rng: np.random.Generator) -> list[Case]:
-    """One layer of each kind (two plain ones), in an order drawn from the seed."""
+    """One layer of each kind (two plain ones), in an order drawn from the seed.
+
+    Every seed draws the same kinds and shape; only the layers' weights, x and the order differ.
+    """
     kinds = ["plain", "rowwise", "learned", "sinusoidal", "causal", "rope", "plain"]
-    return [_order_case(str(k), int(rng.integers(1000, 10**6)), int(rng.integers(3, 8)), int(rng.choice([4, 6, 8])))
-            for k in rng.permutation(kinds)]
+    return [_order_case(str(k), int(rng.integers(1000, 10**6)), *HIDDEN_ORDER_SHAPE) for k in rng.permutation(kinds)]
 
 
 IS_ORDER_SENSITIVE = Exercise(
@@ -292,8 +318,8 @@ IS_ORDER_SENSITIVE = Exercise(
     diagnoses=(
         DiagnosisSpec(
             "permutation_not_undone", "Outputs compared without undoing the permutation",
-            "The answer calls every layer order-sensitive, even one that transforms each row on its own: "
-            "layer(x[p]) was compared with layer(x), whose rows are in the other order. Those differ "
+            "The answer calls order-blind layers order-sensitive, even one that transforms each row on its "
+            "own: layer(x[p]) was compared with layer(x), whose rows are in the other order. Those differ "
             "for every layer, order-blind or not.",
             "Compare layer(x[p]) with layer(x)[p]: an order-blind layer moves its outputs with its "
             "inputs, so the two are equal up to rounding.",
@@ -305,7 +331,7 @@ IS_ORDER_SENSITIVE = Exercise(
             "numbers in another order, so its outputs differ from the permuted ones by rounding "
             "(about 1e-16), and an exact comparison counts that.",
             "Compare with a tolerance: np.allclose(layer(x[p]), layer(x)[p]).",
-            "same-words", matches_model(_order_exact, tags=["plain"]),
+            "same-words", _exact_not_unpermuted(matches_model(_order_exact, tags=["plain"])),
         ),
     ),
     stub_hint="permute the rows of x, run the layer, undo the permutation, compare with a tolerance",
