@@ -146,8 +146,12 @@ def relative_position_bucket(
 ) -> np.ndarray:
     """T5-style bucket of each offset = key position - query position (negative: the key is earlier).
 
-    Half the buckets (per direction when ``bidirectional``) hold exact small distances; the rest
-    cover distances up to ``max_distance`` on a log scale; farther offsets share the last bucket.
+    With ``bidirectional``, the lower half of the buckets is for keys at or before the query and
+    the upper half for keys after it, whose first bucket (a later key at distance 0) never occurs:
+    32 buckets give 0 to the query's own position, 1..15 to earlier keys and 17..31 to later ones.
+    In each half (the whole range when not ``bidirectional``) the first half of the buckets holds
+    exact small distances; the rest cover distances up to ``max_distance`` on a log scale; farther
+    offsets share the last bucket.
     """
     n_buckets = check_positive_int(n_buckets, "n_buckets", minimum=2)
     max_distance = check_positive_int(max_distance, "max_distance")

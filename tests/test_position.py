@@ -115,6 +115,11 @@ def test_relative_buckets_t5_layout():
     assert buckets[offsets == -5] == 5  # exact for small distances to earlier keys
     assert buckets[offsets == 5] == 16 + 5  # later keys use the upper half
     assert buckets.min() == 0 and buckets.max() == 31
+    # 31 of the 32 buckets occur: 0 is the query's own position, 1..15 earlier keys, 17..31 later
+    # ones; 16 would be a later key at distance 0 (notebook 03 and the docstring say so)
+    assert sorted(set(buckets[offsets < 0])) == list(range(1, 16))
+    assert sorted(set(buckets[offsets > 0])) == list(range(17, 32))
+    assert 16 not in buckets
     assert buckets[offsets == -200] == buckets[offsets == -128] == 15  # far offsets share the last bucket
     one_way = L.relative_position_bucket(offsets, bidirectional=False, n_buckets=8, max_distance=20)
     assert np.all(one_way[offsets >= 0] == 0) and one_way.max() == 7

@@ -32,7 +32,9 @@ from lessonlib.position import alibi_slopes, relative_position_bucket, rope, sin
 POSITIONS = ("none", "sinusoidal", "learned", "rope", "alibi", "relative")
 FORMAT = "lessonlib.training.AttentionModel"
 FORMAT_VERSION = 1
-RELATIVE_BUCKETS = 32  # T5's default: half per direction when not causal, half of those exact
+# T5's default. When not causal: 0..15 for keys at or before the query, 17..31 for later keys (16,
+# a later key at distance 0, never occurs); in each half, half the buckets are exact distances.
+RELATIVE_BUCKETS = 32
 RELATIVE_MAX_DISTANCE = 128
 
 
