@@ -55,8 +55,13 @@ kernels: $(STAMP)
 
 # Re-measure every claim about torch and JAX on the real libraries (installs the `crosscheck` extra).
 # Where the libraries are missing those tests skip; REQUIRE_CROSSCHECK=1 (CI) makes that a failure.
+# On Linux the default index's torch wheel is the CUDA build (several GB of CUDA libraries); with
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu pip also reads PyTorch's CPU index, whose
+# 2.13.0+cpu wheel satisfies the pin and wins over the CUDA one. Empty (the default): pip as configured.
+TORCH_INDEX ?=
 $(CROSSCHECK_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[lab,test,crosscheck]'
+	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
+	    -e '.[lab,test,crosscheck]'
 	touch $(CROSSCHECK_STAMP)
 
 crosscheck: $(CROSSCHECK_STAMP)
