@@ -67,6 +67,10 @@ def causal_mask(length):
 def padding_mask(lengths, max_length):
     return np.arange(max_length)[None, :] <= np.asarray(lengths)[:, None]  # one too many
 ''',
+    "cached_causal_mask": '''
+def cached_causal_mask(n_queries, n_keys):
+    return np.tril(np.ones((n_queries, n_keys), dtype=bool))  # top-left: the queries placed at the start
+''',
     "sinusoidal_positions": '''
 def sinusoidal_positions(n_positions, d_model):
     angle = np.arange(n_positions)[:, None] / 10000 ** (np.arange(0, d_model, 2) / d_model)

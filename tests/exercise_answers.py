@@ -235,6 +235,57 @@ def padding_ints(lengths, max_length):
     return padding_compare(lengths, max_length).astype(int)
 
 
+# --- cached_causal_mask --------------------------------------------------------------------------
+
+
+def cached_compare(n_queries, n_keys):
+    if n_queries > n_keys:
+        raise ValueError(f"{n_queries} queries cannot be the last positions of {n_keys} keys")
+    query_pos = np.arange(n_queries) + n_keys - n_queries  # (L,): the queries are the last positions
+    return np.arange(n_keys)[None, :] <= query_pos[:, None]  # (L, S)
+
+
+def cached_tril(n_queries, n_keys):
+    return np.tril(np.ones((n_queries, n_keys), dtype=bool), k=n_keys - n_queries)
+
+
+def cached_loops(n_queries, n_keys):
+    start = n_keys - n_queries
+    return np.array([[j <= start + i for j in range(n_keys)] for i in range(n_queries)], dtype=bool)
+
+
+def cached_last_rows(n_queries, n_keys):
+    return np.tri(n_keys, dtype=bool)[n_keys - n_queries:]  # the last L rows of the square mask
+
+
+def cached_top_left(n_queries, n_keys):
+    return np.tril(np.ones((n_queries, n_keys))).astype(bool)
+
+
+def cached_first_rows(n_queries, n_keys):
+    return np.tri(n_keys, dtype=bool)[:n_queries]  # the first L rows: the queries placed at the start
+
+
+def cached_strict(n_queries, n_keys):
+    query_pos = np.arange(n_queries) + n_keys - n_queries
+    return np.arange(n_keys)[None, :] < query_pos[:, None]  # < where <= is meant
+
+
+def cached_sees_next(n_queries, n_keys):
+    query_pos = np.arange(n_queries) + n_keys - n_queries + 1  # positions counted from 1
+    return np.arange(n_keys)[None, :] <= query_pos[:, None]
+
+
+def cached_new_keys_only(n_queries, n_keys):
+    mask = np.zeros((n_queries, n_keys), dtype=bool)
+    mask[:, n_keys - n_queries:] = np.tri(n_queries, dtype=bool)  # the cached columns stay False
+    return mask
+
+
+def cached_float(n_queries, n_keys):
+    return np.tril(np.ones((n_queries, n_keys)), k=n_keys - n_queries)
+
+
 # --- sinusoidal_positions -----------------------------------------------------------------------
 
 
@@ -830,6 +881,7 @@ CORRECT = {
     "masked_softmax": [masked_where, masked_additive, masked_loops, masked_exp_times_mask],
     "causal_mask": [causal_tril, causal_compare, causal_loops, causal_not_triu],
     "padding_mask": [padding_compare, padding_loops, padding_fill],
+    "cached_causal_mask": [cached_compare, cached_tril, cached_loops, cached_last_rows],
     "sinusoidal_positions": [sinusoid_slices, sinusoid_loops, sinusoid_stack],
     "apply_rope": [rope_slices, rope_complex, rope_einsum, rope_loops],
     "score_matrix_bytes": [bytes_plain, bytes_prod, bytes_numpy],
@@ -866,6 +918,12 @@ WRONG = [
     ("padding_mask", "padding_inverted", padding_inverted),
     ("padding_mask", "padding_off_by_one", padding_off_by_one),
     ("padding_mask", "mask_not_boolean", padding_ints),
+    ("cached_causal_mask", "cache_top_left", cached_top_left),
+    ("cached_causal_mask", "cache_top_left", cached_first_rows),
+    ("cached_causal_mask", "cache_off_by_one", cached_strict),
+    ("cached_causal_mask", "cache_off_by_one", cached_sees_next),
+    ("cached_causal_mask", "cache_keys_blocked", cached_new_keys_only),
+    ("cached_causal_mask", "mask_not_boolean", cached_float),
     ("sinusoidal_positions", "sin_cos_swapped", sinusoid_swapped),
     ("sinusoidal_positions", "halves_concatenated", sinusoid_halves),
     ("sinusoidal_positions", "wrong_frequency_exponent", sinusoid_wrong_exponent),

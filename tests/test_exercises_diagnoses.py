@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from exercise_answers import WRONG
 
@@ -50,8 +51,17 @@ def test_the_issue_list_of_misconceptions_is_covered():
         "rope_half_pairing", "rope_wrong_direction",
         "bytes_off_by_dtype", "bytes_missing_heads", "bytes_missing_batch",
         "online_softmax_not_rescaled", "last_block_dropped", "builds_full_score_matrix",
+        "cache_top_left", "cache_off_by_one",
     }
     assert required <= set(all_diagnoses())
+
+
+def test_a_top_left_mask_of_ones_is_named_for_both_its_slips():
+    """np.tril(np.ones((L, S))) is top-left and float: neither diagnosis hides the other."""
+    result = check("cached_causal_mask", lambda n_queries, n_keys: np.tril(np.ones((n_queries, n_keys))),
+                   seed=7, quiet=True)
+    assert set(result.diagnosis_names) == {"cache_top_left", "mask_not_boolean"}, result.report_text()
+    assert result.points == 0
 
 
 def test_a_shared_name_means_one_misconception():

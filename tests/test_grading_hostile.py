@@ -62,7 +62,7 @@ REQUIRED = os.environ.get("REQUIRE_BUBBLEWRAP") == "1"
 BOMB_SAFE = not (os.geteuid() == 0 and (FORCED == "limits" or shutil.which("bwrap") is None)) or bool(
     cgroups.detect().kind)
 MEMORY_MB = 512
-MASKING = ("masked_softmax", "causal_mask", "padding_mask")
+MASKING = ("masked_softmax", "causal_mask", "padding_mask", "cached_causal_mask")
 
 DRAWING_CELLS = [
     (3, "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot([1, 2, 3])\nplt.show()"),

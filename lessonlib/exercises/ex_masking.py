@@ -1,4 +1,4 @@
-"""Exercises of 02_masking: masked softmax, the causal mask and the padding mask."""
+"""Exercises of 02_masking: masked softmax, the causal masks (square and with a cache) and the padding mask."""
 
 from __future__ import annotations
 
@@ -270,6 +270,107 @@ CAUSAL_MASK = Exercise(
         MASK_NOT_BOOLEAN,
     ),
     stub_hint="a boolean (length, length) array: row = query, column = key",
+)
+
+
+# --- cached_causal_mask: L queries at the end of S keys ------------------------------------------
+
+
+def cached_causal_mask_reference(n_queries: int, n_keys: int) -> np.ndarray:
+    """(L, S) boolean, True where key j <= S - L + i: query i is position S - L + i (bottom-right)."""
+    if n_queries > n_keys:
+        raise ValueError(
+            f"{n_queries} queries cannot be the last positions of {n_keys} keys: with a cache every query's "
+            "own key is among the keys, so n_queries <= n_keys"
+        )
+    return _reference_causal_mask(n_queries, n_keys, align="bottom-right")
+
+
+def _cache_top_left(n_queries: int, n_keys: int) -> np.ndarray:
+    return np.tril(np.ones((n_queries, n_keys), dtype=bool))  # query i sees keys 0..i
+
+
+def _cache_shifted_models():
+    def one_fewer(n_queries, n_keys):
+        return np.tril(np.ones((n_queries, n_keys), dtype=bool), k=n_keys - n_queries - 1)
+
+    def one_more(n_queries, n_keys):
+        return np.tril(np.ones((n_queries, n_keys), dtype=bool), k=n_keys - n_queries + 1)
+
+    return one_fewer, one_more
+
+
+def _cache_blocked(n_queries: int, n_keys: int) -> np.ndarray:
+    new = np.tril(np.ones((n_queries, n_queries), dtype=bool))  # (L, L): causal among the new tokens
+    return np.concatenate([np.zeros((n_queries, n_keys - n_queries), dtype=bool), new], axis=1)  # (L, S)
+
+
+def _cache_case(n_queries: int, n_keys: int, what: str = "") -> Case:
+    text = f"{n_queries} {'query' if n_queries == 1 else 'queries'} at the end of {n_keys} keys"
+    return Case("", f"{text}{what}", (int(n_queries), int(n_keys)))
+
+
+def cached_causal_mask_public() -> list[Case]:
+    return numbered([
+        _cache_case(1, 5, " (decoding one new token)"),
+        _cache_case(3, 7),
+        _cache_case(2, 6),
+        _cache_case(4, 12),
+    ])
+
+
+def cached_causal_mask_hidden(rng: np.random.Generator) -> list[Case]:
+    """One new token, a short block, a longer block and a block after a long cache.
+
+    Every seed draws these four kinds and only the lengths differ. The cache holds at least two keys
+    more than the queries, so no wrong idea's mask coincides with another's.
+    """
+    return [
+        _cache_case(1, int(rng.integers(3, 13))),
+        _cache_case(n := int(rng.integers(2, 5)), n + int(rng.integers(2, 7))),
+        _cache_case(n := int(rng.integers(5, 9)), n + int(rng.integers(2, 10))),
+        _cache_case(n := int(rng.integers(2, 7)), n + int(rng.integers(10, 21))),
+    ]
+
+
+CACHED_CAUSAL_MASK = Exercise(
+    name="cached_causal_mask",
+    notebook=NOTEBOOK,
+    signature="cached_causal_mask(n_queries, n_keys) -> (n_queries, n_keys) bool",
+    points=1,
+    reference=cached_causal_mask_reference,
+    output=ArrayOutput("bool"),
+    public=cached_causal_mask_public,
+    hidden=cached_causal_mask_hidden,
+    diagnoses=(
+        DiagnosisSpec(
+            "cache_top_left", "Top-left alignment: the queries placed at the start",
+            "Query i sees keys 0 .. i, as if the queries were the first positions of the sequence "
+            "(top-left alignment, what torch's is_causal does). With a cache they are the last ones: "
+            "each query is blocked from keys of its own past, its own key included.",
+            "Query i sits at position n_keys - n_queries + i; allow key j when j <= that position "
+            "(bottom-right alignment).",
+            "alignment", _matches(_cache_top_left),
+        ),
+        DiagnosisSpec(
+            "cache_off_by_one", "The diagonal is shifted by one",
+            "Each query sees one key too few (its own key is blocked) or one too many (the key of the "
+            "next token, its future): the boundary is off by one.",
+            "Query i is at position n_keys - n_queries + i, counting from 0, and may attend to itself: "
+            "allow j <= n_keys - n_queries + i, with <=, not < or + 1.",
+            "alignment", _matches(*_cache_shifted_models()),
+        ),
+        DiagnosisSpec(
+            "cache_keys_blocked", "The cached keys are blocked",
+            "Each query sees only the keys of the new tokens, up to itself: every cached key is False. "
+            "The cache holds the keys of the earlier tokens, which are in the past of every query.",
+            "Build the mask over all n_keys positions, not over the new tokens alone: key j is allowed "
+            "when j <= n_keys - n_queries + i, cached keys included.",
+            "alignment", _matches(_cache_blocked),
+        ),
+        MASK_NOT_BOOLEAN,
+    ),
+    stub_hint="a boolean (n_queries, n_keys) array: query i sits at position n_keys - n_queries + i",
 )
 
 

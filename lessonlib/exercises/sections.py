@@ -41,6 +41,7 @@ SECTIONS: dict[str, Section] = {
     "empty-rows": Section(MASKING, "Rows with no allowed key, and our policy"),
     "fills": Section(MASKING, "Fills: `-inf` or a large finite number, and what the dtype makes of them"),
     "causality-test": Section(MASKING, "The causality test"),
+    "alignment": Section(MASKING, "Causal alignment when query and key lengths differ"),
     "padding-axis": Section(MASKING, "A padding mask broadcast over the wrong axis"),
     "times-mask": Section(MASKING, "Multiplying scores by a 0/1 mask is not masking"),
     "polarity": Section(MASKING, "Mask conventions in real libraries"),
