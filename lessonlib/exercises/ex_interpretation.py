@@ -102,8 +102,8 @@ EXCLUSION_EFFECTS = Exercise(
             "The answer removes key j after the softmax (its weight, or its value vector, set to zero), "
             "so the output moves by exactly w_j times the norm of v_j and the remaining weights sum to "
             "1 - w_j. That is the lesson's error of zeroing probabilities after the softmax. Excluding a "
-            "key renormalises the others: the output moves by w_j (v_j - m), with m the weighted mean "
-            "of the other values.",
+            "key renormalises the others: the output moves by w_j (m - v_j) (new minus old), with m the "
+            "weighted mean of the other values.",
             "Exclude key j before the softmax: drop its score (or set it to -inf), take the softmax of "
             "the rest, and recompute the output.",
             "zeroed-after", matches_model(_not_renormalised),
