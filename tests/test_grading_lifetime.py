@@ -246,7 +246,7 @@ def test_a_control_group_holds_kills_and_is_removed() -> None:
     try:
         group.adopt([sleeper.pid])
         events = group.open_events()
-        assert cgroups.oom_kills(events) == 0
+        assert "oom_kill 0" in os.pread(events, 4096, 0).decode().splitlines()
         os.close(events)
         forks = "read go; for i in 1 2 3 4 5 6; do sleep 60 & done; wait"  # forks once it is in the group
         shell = subprocess.Popen(["sh", "-c", forks], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -283,10 +283,10 @@ def test_a_worker_whose_lifeline_breaks_ends_what_it_started(tmp_path: Path) -> 
         while b'"started"' not in (job_dir / sandbox.OUT_FILE).read_bytes() and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)
-        seen = descendants(worker.pid) | {worker.pid: _table()[worker.pid][1]}
+        seen = descendants(worker.process.pid) | {worker.process.pid: _table()[worker.process.pid][1]}
         assert len(seen) == 3, seen  # the worker, its keeper and the exercise's process
         worker.lifeline.close()  # what the kernel does when the grader dies
-        assert worker.wait(timeout=5) == 75
+        assert worker.process.wait(timeout=5) == 75
         time.sleep(0.2)
         assert not [pid for pid, start in seen.items() if alive(pid, start)]
     finally:

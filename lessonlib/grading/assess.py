@@ -222,8 +222,7 @@ def _grade(plan: ExercisePlan, exercise: Exercise, status: str, reason: str, poi
 
 
 def _first_sentence(text: str) -> str:
-    head = text.split(". ")[0].rstrip(".")
-    return head[:300]
+    return text.split(". ")[0].rstrip(".")[:300]
 
 
 def _from_check(plan: ExercisePlan, result: CheckResult, hidden: set[str], notes: list[str]) -> r.ExerciseGrade:

@@ -310,7 +310,7 @@ def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) ->
                                       plan=batch.containment, number=next(batch.numbers))
         batch.running[learner.key] = worker
     try:
-        worker.wait(timeout=allowance)
+        worker.process.wait(timeout=allowance)
     except subprocess.TimeoutExpired:
         pass
     finally:
@@ -319,7 +319,7 @@ def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) ->
             batch.running.pop(learner.key, None)
     if batch.stopping.is_set():
         raise Interrupted
-    return worker.returncode
+    return worker.process.returncode
 
 
 def _worker_log(job_dir: Path) -> str:
@@ -403,6 +403,7 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bo
 
 def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
     out = Path(settings.out).resolve()
+    resolved = [Path(s).resolve() for s in submissions]
     state = out / ".grading"
     for folder in (out, state, state / "work", out / "learners"):
         folder.mkdir(parents=True, exist_ok=True)
@@ -417,8 +418,7 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
         settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work",
         saved=out / "learners", courses=courses,
         cases={name: ex.public_cases() + ex.hidden_cases(seed) for name, ex in EXERCISES.items()},
-        submissions=[Path(s).resolve() for s in submissions],
-        protected=sandbox.protected_folders(out, [Path(s).resolve() for s in submissions]),
+        submissions=resolved, protected=sandbox.protected_folders(out, resolved),
         seed_digest=hashlib.sha256(str(seed).encode()).hexdigest()[:16],
     )
 
@@ -432,7 +432,7 @@ def _stop_everything(batch: _Batch) -> None:
         _forget_in_flight(batch.work / key)
 
 
-def _grader_failed(batch: _Batch, learner: Learner, fingerprint: str, exc: Exception) -> r.LearnerResult:
+def _grader_failed(batch: _Batch, learner: Learner, exc: Exception) -> r.LearnerResult:
     """The safety net: a failure of the grader itself on one learner is recorded, the batch goes on."""
     reason = f"The grader failed on this submission ({type(exc).__name__}: {exc}); please report it."
     grades = [r.ExerciseGrade(e.notebook, e.name, 0.0, e.points, r.ERROR, reason[:300], reason)
@@ -449,7 +449,7 @@ def _grade_and_save(batch: _Batch, learner: Learner, fingerprint: str, solo: boo
     except (Interrupted, GradingError):
         raise
     except Exception as exc:  # the fingerprint stays empty, so the next run grades this learner again
-        result = _grader_failed(batch, learner, fingerprint, exc)
+        result = _grader_failed(batch, learner, exc)
     atomic_write_json(batch.saved / f"{result.key}.json", result.to_dict(), mode=0o600)
     shutil.rmtree(batch.work / result.key, ignore_errors=True)
     return result
@@ -518,13 +518,11 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
             for future in finished:
                 pending.pop(future)
                 finish(future.result())
-    except (KeyboardInterrupt, Interrupted):
+    except BaseException as exc:
         _stop_everything(batch)
         pool.shutdown(wait=True, cancel_futures=True)
-        raise Interrupted from None
-    except BaseException:
-        _stop_everything(batch)
-        pool.shutdown(wait=True, cancel_futures=True)
+        if isinstance(exc, (KeyboardInterrupt, Interrupted)):
+            raise Interrupted from None
         raise
     pool.shutdown(wait=True)
     ordered = [results[lr.key] for lr in learners]

@@ -24,6 +24,7 @@ reported as the memory limit, and kills and removes the group when the worker is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -112,7 +113,7 @@ class Group:
                     raise CgroupError(f"could not move process {pid} into {folder}: {exc}") from None
 
     def open_events(self) -> int:
-        """A read-only descriptor of the group's out-of-memory counter (see :func:`oom_kills`)."""
+        """A read-only descriptor of the group's out-of-memory counter (the worker reads it)."""
         name = "memory.events" if self.plan.kind != "cgroup v1" else "memory.oom_control"
         try:
             return os.open(self.folders[0] / name, os.O_RDONLY | os.O_CLOEXEC)
@@ -122,19 +123,15 @@ class Group:
     def kill(self) -> None:
         """SIGKILL every process in the group (``cgroup.kill`` where the kernel has it)."""
         for folder in self.folders:
-            try:
+            with contextlib.suppress(OSError):
                 _write(folder / "cgroup.kill", 1)
                 continue
-            except OSError:
-                pass
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline:
                 left = _members(folder)
                 for pid in left:
-                    try:
+                    with contextlib.suppress(OSError):
                         os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
                 if not left:
                     break
                 time.sleep(0.005)
@@ -179,10 +176,10 @@ def _rmdir(folder: Path, timeout: float = 5.0) -> bool:
             time.sleep(0.01)
 
 
-def own_path(controller: str | None) -> str | None:
-    """This process's group in ``controller``'s v1 hierarchy, or (None) in the v2 hierarchy."""
+def group_path(controller: str | None, pid: int | str = "self") -> str | None:
+    """The group of process ``pid`` in ``controller``'s v1 hierarchy, or (None) in the v2 hierarchy."""
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
         return None
     for line in lines:
@@ -192,37 +189,14 @@ def own_path(controller: str | None) -> str | None:
     return None
 
 
-def _scope_path(pid: int) -> str | None:
-    try:
-        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-            if line.startswith("0::"):
-                return line[3:]
-    except OSError:
-        pass
-    return None
-
-
 def _wait_for_scope(pid: int, scope: str, timeout: float) -> Path:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        path = _scope_path(pid)
+        path = group_path(None, pid)
         if path is not None and path.endswith("/" + scope):
             return MOUNT / path.lstrip("/")
         time.sleep(0.005)
     raise CgroupError(f"systemd-run did not start {scope} within {timeout:g} s")
-
-
-def oom_kills(fd: int) -> int | None:
-    """Processes killed so far by the group's out-of-memory killer, read from an open counter file."""
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        text = os.read(fd, 4096).decode()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("oom_kill "):
-            return int(line.split()[1])
-    return None
 
 
 # --- what this machine allows --------------------------------------------------------------------
@@ -268,7 +242,7 @@ def _v1_parents() -> tuple[Path, Path]:
     """As root: this process's own groups in the memory and the pids hierarchy."""
     parents = []
     for controller in CONTROLLERS:
-        path = own_path(controller)
+        path = group_path(controller)
         folder = MOUNT / controller / (path or "").lstrip("/")
         if path is None or not (folder / "cgroup.procs").exists():
             raise CgroupError(f"no cgroup v1 {controller} hierarchy is mounted at {MOUNT / controller}")
@@ -323,10 +297,8 @@ def sweep(parents: Iterable[Path]) -> None:
         for folder in entries:
             owner = folder.name.removeprefix(PREFIX).split("-")[0]
             if folder.name.startswith(PREFIX) and owner.isdigit() and not Path(f"/proc/{owner}").exists():
-                try:
+                with contextlib.suppress(OSError):
                     folder.rmdir()
-                except OSError:
-                    pass
 
 
 def detect() -> Plan:

@@ -23,7 +23,7 @@ from typing import Any
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
 from lessonlib.grading import records as r
 from lessonlib.grading.class_report import write_class_report
-from lessonlib.grading.feedback import exercise_blocks, feedback_blocks, markdown_lines, to_markdown
+from lessonlib.grading.feedback import feedback_blocks, to_markdown
 from lessonlib.grading.feedback_html import feedback_html
 from lessonlib.grading.files import atomic_write_json, atomic_write_text
 from lessonlib.grading.lms import Unattributed
@@ -74,11 +74,6 @@ def summary_rows(results: Sequence[r.LearnerResult], *, not_in_roster: Sequence[
                      _num(res.manual_pending), str(passed), str(len(auto)), flagged, res.isolation, res.lms_id,
                      "; ".join(notes)])
     return rows
-
-
-def exercise_markdown(g: r.ExerciseGrade) -> list[str]:
-    """The feedback section of one exercise or written answer, as Markdown lines."""
-    return markdown_lines(exercise_blocks(g))
 
 
 def feedback_markdown(result: r.LearnerResult) -> str:

@@ -34,8 +34,8 @@ from typing import Any
 
 from lessonlib.grading import records as r
 from lessonlib.grading.batch import GradeSettings, GradingError, assignment_seed, grade
+from lessonlib.grading.feedback import exercise_blocks, markdown_lines
 from lessonlib.grading.files import atomic_write_bytes, atomic_write_json
-from lessonlib.grading.gradebook import exercise_markdown
 from lessonlib.grading.submissions import assignment_courses
 from lessonlib.grading.wheel import WheelError, build_wheel
 
@@ -147,7 +147,8 @@ def _tests(grades: list[r.ExerciseGrade]) -> list[dict[str, Any]]:
         tests.append({
             "name": name, "score": g.points or 0.0, "max_score": g.max_points,
             "status": "passed" if g.status == r.PASSED else "failed",
-            "output": "\n".join(exercise_markdown(g)).strip(), "output_format": "md", "visibility": "visible",
+            "output": "\n".join(markdown_lines(exercise_blocks(g))).strip(), "output_format": "md",
+            "visibility": "visible",
         })
     return tests
 

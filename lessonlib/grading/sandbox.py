@@ -32,6 +32,7 @@ after kill -9 of the grader; :func:`stop_worker` kills the sandbox's PID 1 (from
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import pwd
@@ -316,28 +317,20 @@ def worker_env(scratch: str) -> dict[str, str]:
     }
 
 
-@dataclass(frozen=True)
-class Launch:
-    """How to start a worker at a given level: the command and the folder it starts in."""
-
-    command: list[str]
-    cwd: Path
-
-
 def launch(level: str, limits: Limits, job_dir: Path, *, protected: Sequence[Path], probe: bool = False,
-           lifeline: int | None = None, info_fd: int | None = None) -> Launch:
-    """The command that starts ``worker.py`` for one job at ``level`` (``lifeline``: the descriptor
-    number of the worker's end of its lifeline; ``info_fd``: where bubblewrap writes the sandbox's PID)."""
+           lifeline: int | None = None, info_fd: int | None = None) -> tuple[list[str], Path]:
+    """The command that starts ``worker.py`` for one job at ``level``, and the folder it starts in
+    (``lifeline``: the worker's end of its lifeline; ``info_fd``: where bubblewrap writes the sandbox's PID)."""
     flags = (["--probe"] if probe else []) + (["--lifeline", str(lifeline)] if lifeline is not None else [])
     if level == "bubblewrap":
         args = ["-I", "-B", f"{INSIDE}/{WORKER.name}", *flags, f"{INSIDE}/{RUNNER.name}", f"{INSIDE}/{WIRE.name}"]
-        return Launch(bwrap_command(args, limits, protected=protected, info_fd=info_fd), job_dir)
+        return bwrap_command(args, limits, protected=protected, info_fd=info_fd), job_dir
     command = [sys.executable, "-I", "-B", str(WORKER), *flags, str(RUNNER), str(WIRE)]
     if os.geteuid() == 0:
-        return Launch(as_nobody() + command, _nobody_scratch(job_dir))
+        return as_nobody() + command, _nobody_scratch(job_dir)
     scratch = job_dir / "scratch"
     scratch.mkdir(mode=0o700, exist_ok=True)
-    return Launch(command, scratch)
+    return command, scratch
 
 
 PER_WORKER = 3  # processes of one worker before learner code starts one: the zygote, the keeper, the child
@@ -426,17 +419,6 @@ class Worker:
     sandbox: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self.process.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        return self.process.wait(timeout)
-
 
 def _popen(job_dir: Path, command: list[str], cwd: Path, pass_fds: Sequence[int],
            bus: Sequence[tuple[str, str]] = ()) -> subprocess.Popen:
@@ -516,11 +498,11 @@ def start_worker(job_dir: Path, level: str, limits: Limits, *, protected: Sequen
     try:
         if group is not None:
             group.create()
-        command = launch(level, limits, job_dir, protected=protected, probe=probe, lifeline=far.fileno(),
-                         info_fd=info_w)
+        command, cwd = launch(level, limits, job_dir, protected=protected, probe=probe, lifeline=far.fileno(),
+                              info_fd=info_w)
         prefix = group.prefix() if group is not None else []
         fds = [far.fileno()] + ([info_w] if info_w is not None else [])
-        process = _popen(job_dir, prefix + command.command, command.cwd, fds, plan.bus)
+        process = _popen(job_dir, prefix + command, cwd, fds, plan.bus)
     except BaseException:
         lifeline.close()
         if info_r is not None:
@@ -566,19 +548,13 @@ def stop_worker(worker: Worker) -> None:
     with worker.lock:
         worker.lifeline.close()
         if worker.sandbox is not None:
-            try:
+            with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(worker.sandbox, signal.SIGKILL)
-            except OSError:
-                pass
         if worker.process.poll() is None:
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(worker.process.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            try:
+            with contextlib.suppress(OSError):
                 worker.process.kill()
-            except OSError:
-                pass
         if worker.group is not None:
             worker.group.kill()
         worker.process.wait()
@@ -670,7 +646,7 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
         worker = start_worker(job_dir, level, limits, protected=protected_folders(out_dir, submissions), plan=plan,
                               probe=True)
         try:
-            worker.wait(timeout=120)
+            worker.process.wait(timeout=120)
         except subprocess.TimeoutExpired:
             pass
         finally:
@@ -682,7 +658,7 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
         reports = [h["report"] for h in records if h.get("kind") == "probe" and isinstance(h.get("report"), dict)]
         if not reports:
             log = (job_dir / "worker.log").read_text(errors="replace")[-500:]
-            return {"error": f"the probe worker ended with status {worker.returncode} ({log.strip()})"}
+            return {"error": f"the probe worker ended with status {worker.process.returncode} ({log.strip()})"}
         report = reports[0]
     except (IsolationError, cgroups.CgroupError) as exc:
         return {"error": str(exc)}

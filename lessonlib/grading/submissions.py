@@ -31,15 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, ManualQuestion
-from lessonlib.exercises.cells import (
-    binds,
-    is_definition,
-    is_drawing_import,
-    parse,
-    python_source,
-    slice_cells,
-    too_much_code,
-)
+from lessonlib.exercises.cells import parse, python_source, slice_cells, too_much_code
 from lessonlib.exercises.registry import released_answer_cells
 from lessonlib.exercises.results import Status
 
@@ -231,30 +223,6 @@ def bound_names(tree: ast.Module) -> set[str]:
 
     visit(tree.body)
     return names
-
-
-def _definition(node: ast.stmt, forbidden: set[str]) -> bool:
-    """A top-level statement that only defines something (and does not bind a forbidden name)."""
-    if isinstance(node, (ast.Import, ast.ImportFrom)) and is_drawing_import(node):
-        return False
-    if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-        return False
-    return is_definition(node) and not (binds(node) & forbidden)
-
-
-def definitions_only(source: str, tree: ast.Module, forbidden: set[str]) -> str:
-    """The cell with every statement that is not a definition blanked out (line numbers kept)."""
-    lines = python_source(source).split("\n")
-    keep = [False] * len(lines)
-    drop = [False] * len(lines)
-    for node in tree.body:
-        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
-        last = (node.end_lineno or node.lineno) - 1
-        mark = keep if _definition(node, forbidden) else drop
-        for i in range(first, last + 1):
-            mark[i] = True
-    # a line shared by a kept and a dropped statement (a; b) is dropped whole
-    return "\n".join(line if keep[i] and not drop[i] else "" for i, line in enumerate(lines))
 
 
 # --- one notebook's plans --------------------------------------------------------------------------
@@ -554,8 +522,7 @@ def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[L
             course = match_course(path, courses)
             name = _learner_from_file(path, course)
             if course is None:
-                learners.setdefault(name, Learner(name, "")).notes.append(
-                    f"{path.name} is not one of the exercise notebooks; it was not graded.")
+                note(name, f"{path.name} is not one of the exercise notebooks; it was not graded.")
             else:
                 _add(learners, name, course, path)
         elif path.is_dir():

@@ -45,6 +45,7 @@ Namespaces, hidden files and the user (nobody, for root) are bubblewrap's work, 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import ctypes
 import importlib.abc
 import importlib.machinery
@@ -59,6 +60,7 @@ import socket
 import sys
 import time
 import types
+from collections.abc import Callable
 from typing import Any
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
@@ -96,10 +98,8 @@ _PREIMPORT = (
 
 def _preimport() -> None:
     for name in _PREIMPORT:
-        try:
+        with contextlib.suppress(Exception):
             importlib.import_module(name)
-        except Exception:
-            pass
 
 
 # --- the stand-in lessonlib ------------------------------------------------------------------------
@@ -132,16 +132,12 @@ def _calls_since(mark: int) -> list[str]:
     return sorted({name[:200] for name in _LESSONLIB_CALLS[mark:]})[:20]
 
 
-def _check_placeholder(*args: Any, **kwargs: Any) -> None:
-    """The stand-in for ``lessonlib.exercises.check``: checks run in the grading process."""
-    return None
-
-
 class _StandInModule(types.ModuleType):
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        value = _check_placeholder if attr == "check" else _refuse(f"{self.__name__}.{attr}")
+        # check() does nothing here: checks run in the grading process
+        value = (lambda *args, **kwargs: None) if attr == "check" else _refuse(f"{self.__name__}.{attr}")
         setattr(self, attr, value)
         return value
 
@@ -283,11 +279,9 @@ def _limit_child(limits: dict[str, Any], *, extra_processes: int | None = None) 
     extra = limits["processes"] if extra_processes is None else extra_processes
     processes = limits["nproc_base"] + extra  # the grading process counted the base
     resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-    try:  # when the control group runs out of memory, the kernel kills learner code, never the zygote
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")
-    except OSError:
-        pass
+    # when the control group runs out of memory, the kernel kills learner code, never the zygote
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
     _prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid programs: privileges cannot come back
 
 
@@ -581,23 +575,30 @@ _KEEPER: int | None = None  # the keeper's pid, in the zygote
 _CONTROL: socket.socket | None = None  # the zygote's end of the keeper's control socket
 
 
-def _start_keeper(runner: Any, wire: Any) -> None:
-    """Fork the keeper (before anything of the job is read) and wait until it holds the secrets."""
-    global _KEEPER, _CONTROL
-    mine, theirs = socket.socketpair()
+def _fork(body: Callable[[], Any], name: str, *, close: int) -> int:
+    """Fork a process that closes ``close`` (the parent's end), runs ``body`` and exits: 0, or 70 (its
+    error said on stderr) when it raised."""
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        status = 0
+        status = 70
         try:
-            mine.close()
-            _keeper(theirs, runner, wire)
-        except BaseException as exc:  # noqa: BLE001 - the keeper must never return into the zygote
-            print(f"worker: the keeper stopped: {_exception_text(exc)}", file=sys.stderr, flush=True)
-            status = 70
+            os.close(close)
+            body()
+            status = 0
+        except BaseException as exc:  # noqa: BLE001 - a forked process must never return into the zygote
+            print(f"worker: the {name} stopped: {_exception_text(exc)}", file=sys.stderr, flush=True)
         finally:
             os._exit(status)
+    return pid
+
+
+def _start_keeper(runner: Any, wire: Any) -> None:
+    """Fork the keeper (before anything of the job is read) and wait until it holds the secrets."""
+    global _KEEPER, _CONTROL
+    mine, theirs = socket.socketpair()
+    pid = _fork(lambda: _keeper(theirs, runner, wire), "keeper", close=mine.fileno())
     theirs.close()
     mine.settimeout(120)
     if mine.recv(1) != b"R":
@@ -610,10 +611,8 @@ def _open_line(hidden: bool) -> int:
     """A new socket to the keeper for one child: the child's end (the keeper got the other)."""
     assert _CONTROL is not None
     child_end, keeper_end = socket.socketpair()
-    try:
-        socket.send_fds(_CONTROL, [b"H" if hidden else b"P"], [keeper_end.fileno()])
-    except OSError:
-        pass  # the keeper is gone (learner code may kill it): probe calls will fail, nothing else
+    # the keeper may be gone (learner code may kill it): probe calls will fail then, nothing else
+    _quietly(socket.send_fds, _CONTROL, [b"H" if hidden else b"P"], [keeper_end.fileno()])
     keeper_end.close()
     return child_end.detach()
 
@@ -621,18 +620,12 @@ def _open_line(hidden: bool) -> int:
 # --- the zygote: fork a child per task, watch it, store its frames ------------------------------
 
 
-def _children_of(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-                if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
-                    found.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                pass
-    return found
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 _LEFTOVER_PEAK_KB = 0  # the largest peak resident memory of a process reaped since the last reset
@@ -658,11 +651,14 @@ def _others() -> list[int]:
     """Processes to end after a child: all of this namespace's but PID 1 (at level bubblewrap), or
     this subreaper's children (at level limits); never the zygote or the keeper."""
     me = os.getpid()
-    if me == 1:
-        found = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != 1]
-    else:
-        found = _children_of(me)
-    return [pid for pid in found if pid not in (me, _KEEPER)]
+    found = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) not in (1, me, _KEEPER)]
+    return found if me == 1 else [pid for pid in found if _parent_of(pid) == me]
+
+
+def _kill_child(pid: int) -> None:
+    """SIGKILL a child and its process group."""
+    _quietly(os.killpg, pid, signal.SIGKILL)
+    _quietly(os.kill, pid, signal.SIGKILL)
 
 
 def _kill_leftovers() -> None:
@@ -671,10 +667,7 @@ def _kill_leftovers() -> None:
     while time.monotonic() < deadline:
         kids = _others()
         for kid in kids:
-            try:
-                os.kill(kid, signal.SIGKILL)
-            except OSError:
-                pass
+            _quietly(os.kill, kid, signal.SIGKILL)
         _reap()
         if not kids:
             return
@@ -726,14 +719,7 @@ def _supervise(pid: int, r: int, limits: dict[str, Any], cap: int | None = None)
                 chunks.append(chunk)
                 size += len(chunk)
     if waited is None:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+        _kill_child(pid)
         _, status, usage = os.wait4(pid, 0)
         waited = (status, usage)
     if pidfd is not None:
@@ -779,11 +765,7 @@ def _await_grader(argv: list[str]) -> None:
 
 def _grader_gone(pid: int) -> None:
     """The lifeline broke: end the running child and whatever it left, then the worker itself."""
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    _kill_child(pid)
     _kill_leftovers()
     os._exit(75)
 
@@ -836,20 +818,8 @@ def _fork_child(task: dict[str, Any], part: str, cases: list[dict[str, Any]], ca
     global _LEFTOVER_PEAK_KB
     r, w = os.pipe()
     channel = _open_line(hidden=part == "hidden")
-    sys.stdout.flush()
-    sys.stderr.flush()
     _LEFTOVER_PEAK_KB = 0
-    pid = os.fork()
-    if pid == 0:
-        status = 70
-        try:
-            os.close(r)
-            _child(task, part, cases, cases_args, w, channel, job, runner, wire)
-            status = 0
-        except BaseException:  # noqa: BLE001 - the child must never return into the zygote
-            pass
-        finally:
-            os._exit(status)
+    pid = _fork(lambda: _child(task, part, cases, cases_args, w, channel, job, runner, wire), "child", close=r)
     os.close(w)
     os.close(channel)
     before = _oom_kills()
@@ -859,11 +829,6 @@ def _fork_child(task: dict[str, Any], part: str, cases: list[dict[str, Any]], ca
     data, fate["base_rss_kb"] = _birth(data, wire)
     fate["job_limit"] = fate["over_limit"] and cap < job["limits"]["result_bytes"]
     return data, fate
-
-
-def _writable_folders(job: dict[str, Any]) -> list[str]:
-    """Where learner code can leave files: the scratch folder, and in the sandbox its /tmp and /dev/shm."""
-    return [job["scratch"], "/tmp", "/dev/shm"] if job["level"] == "bubblewrap" else [job["scratch"]]
 
 
 def _wipe(folders: list[str]) -> None:
@@ -897,12 +862,11 @@ def _quietly(action: Any, *args: Any) -> None:
 
 
 def _zygote(job: dict[str, Any], inputs: list[Any], runner: Any, wire: Any) -> None:
-    """Run each task in fresh children: one for the public cases, then, when the exercise has
-    hidden cases, one for those (their inputs come from the keeper, so nothing the public child
-    reports can carry them). Records per task: ``started`` before the first child starts (the
-    grading process blames an unfinished one if it dies at level limits), ``result`` after
-    (both children's frames, ``split`` bytes of them public, and how each child ended)."""
+    """Run each task in fresh children, public then hidden (see the module docstring); records per task:
+    ``started`` before the first child, ``result`` after (``split``: how many bytes are the public child's)."""
     budget = job["limits"]["job_result_bytes"]
+    # where learner code can leave files: the scratch folder, and in the sandbox its /tmp and /dev/shm
+    writable = [job["scratch"], "/tmp", "/dev/shm"] if job["level"] == "bubblewrap" else [job["scratch"]]
     for task in job["tasks"]:
         key = task["key"]
         _emit(wire, {"kind": "started", "key": key, "solo": job["solo"], "level": job["level"]})
@@ -913,21 +877,10 @@ def _zygote(job: dict[str, Any], inputs: list[Any], runner: Any, wire: Any) -> N
         if task.get("hidden"):
             cap = min(job["limits"]["result_bytes"], budget - len(public))
             hidden, hidden_fate = _fork_child(task, "hidden", [], [], job, runner, wire, cap)
-            _wipe(_writable_folders(job))  # nothing the hidden child wrote reaches a later public one
+            _wipe(writable)  # nothing the hidden child wrote reaches a later public one
         budget -= len(public) + len(hidden)
         _emit(wire, {"kind": "result", "key": key, "fate": fate, "hidden_fate": hidden_fate, "split": len(public)},
               public + hidden)
-
-
-# --- isolation, inside ---------------------------------------------------------------------------
-
-
-def _isolate(job: dict[str, Any]) -> None:
-    """What the worker adds to bubblewrap's sandbox (or to nothing, at level "limits")."""
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)  # processes the child leaves behind come back to us
-    if os.getpid() == 1:  # PID 1 ignores signals it has no handler for: drop Python's SIGINT handler
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.makedirs(job["scratch"], mode=0o700, exist_ok=True)
 
 
 # --- the probe: does the isolation hold here? -------------------------------------------------------
@@ -936,20 +889,15 @@ def _isolate(job: dict[str, Any]) -> None:
 def _probe_child(job: dict[str, Any], w: int) -> None:
     _prepare_child(w, job)
     report: dict[str, Any] = {"uid": os.getuid(), "euid": os.geteuid(), "readable": {}, "writable": {}}
-    for path in job["probe"]["read"]:
-        try:
-            with open(path, "rb") as f:
-                f.read(1)
-            report["readable"][path] = True
-        except OSError as exc:
-            report["readable"][path] = f"{type(exc).__name__}: {exc.strerror}"
-    for path in job["probe"]["write"]:
-        try:
-            with open(path, "ab"):
-                pass
-            report["writable"][path] = True
-        except OSError as exc:
-            report["writable"][path] = f"{type(exc).__name__}: {exc.strerror}"
+    for field, key, mode in (("readable", "read", "rb"), ("writable", "write", "ab")):
+        for path in job["probe"][key]:
+            try:
+                with open(path, mode) as f:
+                    if f.readable():
+                        f.read(1)
+                report[field][path] = True
+            except OSError as exc:
+                report[field][path] = f"{type(exc).__name__}: {exc.strerror}"
     host, port = job["probe"]["connect"]
     try:
         socket.create_connection((host, port), timeout=2).close()
@@ -979,14 +927,7 @@ def _probe_child(job: dict[str, Any], w: int) -> None:
 
 def _probe(job: dict[str, Any], wire: Any) -> None:
     r, w = os.pipe()
-    sys.stdout.flush()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            _probe_child(job, w)
-        finally:
-            os._exit(0)
+    pid = _fork(lambda: _probe_child(job, w), "probe", close=r)
     os.close(w)
     data, fate = _supervise(pid, r, job["limits"])
     try:
@@ -1042,7 +983,9 @@ def main(argv: list[str]) -> int:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         job["scratch"] = os.getcwd()  # the sandbox's empty /scratch, or the job's scratch folder
         _preimport()
-        _isolate(job)
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)  # processes the child leaves behind come back to us
+        if os.getpid() == 1:  # PID 1 ignores signals it has no handler for: drop Python's SIGINT handler
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
     except Exception as exc:
         message = _exception_text(exc)
         print(f"worker: could not start: {message}", file=sys.stderr, flush=True)
