@@ -9,7 +9,13 @@ from pathlib import Path
 from lessonlib.exercises.ex_cost import ONLINE_SOFTMAX, SCORE_MATRIX_BYTES, TILED_ATTENTION
 from lessonlib.exercises.ex_interpretation import EXCLUSION_EFFECTS
 from lessonlib.exercises.ex_masking import CAUSAL_MASK, LEAKS_FUTURE, MASK_POLARITY, MASKED_SOFTMAX, PADDING_MASK
-from lessonlib.exercises.ex_position import ALIBI_SLOPES, APPLY_ROPE, IS_ORDER_SENSITIVE, SINUSOIDAL_POSITIONS
+from lessonlib.exercises.ex_position import (
+    ALIBI_SLOPES,
+    ALIBI_WEIGHTS,
+    APPLY_ROPE,
+    IS_ORDER_SENSITIVE,
+    SINUSOIDAL_POSITIONS,
+)
 from lessonlib.exercises.ex_scaling import Q1_CONTEXT, SCALED_DOT_PRODUCT_ATTENTION
 from lessonlib.exercises.sections import SECTIONS
 from lessonlib.exercises.spec import Case, DiagnosisSpec, Exercise
@@ -22,6 +28,7 @@ EXERCISES: dict[str, Exercise] = {
         SINUSOIDAL_POSITIONS, APPLY_ROPE, IS_ORDER_SENSITIVE, ALIBI_SLOPES,
         SCORE_MATRIX_BYTES, ONLINE_SOFTMAX, TILED_ATTENTION,
         EXCLUSION_EFFECTS,
+        ALIBI_WEIGHTS,
     )
 }
 
