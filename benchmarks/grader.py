@@ -140,6 +140,15 @@ def exclusion_effects(query, keys, values):
     w = np.exp(s - s.max())
     return w / w.sum()  # the weights, returned as if they were the effects
 ''',
+    "alibi_weights": '''
+def alibi_weights(scores, head, n_heads):
+    n_queries, n_keys = scores.shape
+    i = np.arange(n_keys - n_queries, n_keys)[:, None]
+    j = np.arange(n_keys)[None, :]
+    e = np.exp(np.where(j <= i, scores - scores.max(), -np.inf))
+    weights = e / e.sum(axis=-1, keepdims=True)
+    return weights - 2.0 ** (-8 * (head + 1) / n_heads) * (i - j) * (j <= i)  # the bias added after the softmax
+''',
 }
 WRITTEN = ("A weight says how much one head mixed in a value, not what that value did to the prediction; "
            "to test a causal claim, ablate the key and measure the change.")

@@ -718,6 +718,76 @@ def alibi_negative(n_heads):
     return -(2.0 ** (-8.0 * np.arange(1, n_heads + 1) / n_heads))
 
 
+# --- alibi_weights --------------------------------------------------------------------------------
+
+
+def _alibi_positions(scores):
+    n_q, n_k = scores.shape
+    return np.arange(n_k - n_q, n_k)[:, None], np.arange(n_k)[None, :]  # (L, 1) queries, (1, S) keys
+
+
+def alibi_w_where(scores, head, n_heads):
+    i, j = _alibi_positions(scores)
+    biased = np.where(j <= i, scores - 2.0 ** (-8 * (head + 1) / n_heads) * (i - j), -np.inf)
+    return _softmax(biased)
+
+
+def alibi_w_loops(scores, head, n_heads):
+    n_q, n_k = scores.shape
+    slope = math.pow(2, -8 * (head + 1) / n_heads)
+    weights = np.zeros((n_q, n_k))
+    for r in range(n_q):
+        i = n_k - n_q + r
+        exps = [math.exp(scores[r, j] - slope * (i - j)) for j in range(i + 1)]
+        weights[r, :i + 1] = np.array(exps) / sum(exps)
+    return weights
+
+
+def alibi_w_key_form(scores, head, n_heads):
+    """+m j instead of -m (i - j): a constant per row, which the softmax ignores."""
+    i, j = _alibi_positions(scores)
+    slope = alibi_formula(n_heads)[head]
+    e = np.exp(scores + slope * j) * (j <= i)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def alibi_w_sign(scores, head, n_heads):
+    i, j = _alibi_positions(scores)
+    return _softmax(np.where(j <= i, scores + 2.0 ** (-8 * (head + 1) / n_heads) * (i - j), -np.inf))
+
+
+def alibi_w_key_minus_query(scores, head, n_heads):
+    i, j = _alibi_positions(scores)
+    return _softmax(np.where(j <= i, scores - 2.0 ** (-8 * (head + 1) / n_heads) * (j - i), -np.inf))
+
+
+def alibi_w_after_softmax(scores, head, n_heads):
+    i, j = _alibi_positions(scores)
+    weights = _softmax(np.where(j <= i, scores, -np.inf))
+    return weights + np.where(j <= i, -2.0 ** (-8 * (head + 1) / n_heads) * (i - j), 0.0)
+
+
+def alibi_w_one_based(scores, head, n_heads):
+    i, j = _alibi_positions(scores)
+    return _softmax(np.where(j <= i, scores - 2.0 ** (-8 * head / n_heads) * (i - j), -np.inf))
+
+
+def alibi_w_top_left(scores, head, n_heads):
+    i, j = np.arange(scores.shape[0])[:, None], np.arange(scores.shape[1])[None, :]
+    return _softmax(np.where(j <= i, scores - 2.0 ** (-8 * (head + 1) / n_heads) * (i - j), -np.inf))
+
+
+def alibi_w_query_form(scores, head, n_heads):
+    """+m i, the query's position, where the key form uses +m j."""
+    i, j = _alibi_positions(scores)
+    return _softmax(np.where(j <= i, scores + 2.0 ** (-8 * (head + 1) / n_heads) * i, -np.inf))
+
+
+def alibi_w_unmasked(scores, head, n_heads):
+    i, j = _alibi_positions(scores)
+    return _softmax(scores - 2.0 ** (-8 * (head + 1) / n_heads) * np.abs(i - j))
+
+
 # --- online_softmax -------------------------------------------------------------------------------
 
 
@@ -892,6 +962,7 @@ CORRECT = {
     "alibi_slopes": [alibi_formula, alibi_ratio, alibi_loop],
     "online_softmax": [online_arrays, online_floats, online_log_sum_exp],
     "exclusion_effects": [exclusion_delete, exclusion_minus_inf, exclusion_formula],
+    "alibi_weights": [alibi_w_where, alibi_w_loops, alibi_w_key_form],
 }
 
 # (exercise, diagnosis name, wrong answer)
@@ -964,4 +1035,11 @@ WRONG = [
     ("exclusion_effects", "exclusion_not_renormalised", exclusion_zero_value),
     ("exclusion_effects", "exclusion_zeroed_key", exclusion_zero_key),
     ("exclusion_effects", "exclusion_missing_scale", exclusion_unscaled),
+    ("alibi_weights", "alibi_bias_rewards_distance", alibi_w_sign),
+    ("alibi_weights", "alibi_bias_rewards_distance", alibi_w_key_minus_query),
+    ("alibi_weights", "alibi_after_softmax", alibi_w_after_softmax),
+    ("alibi_weights", "alibi_wrong_head", alibi_w_one_based),
+    ("alibi_weights", "alibi_queries_at_start", alibi_w_top_left),
+    ("alibi_weights", "alibi_no_causal_mask", alibi_w_unmasked),
+    ("alibi_weights", "alibi_bias_per_query", alibi_w_query_form),
 ]

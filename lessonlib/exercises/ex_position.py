@@ -1,4 +1,4 @@
-"""Exercises of 03_position: sinusoidal position table and rotary position embedding."""
+"""Exercises of 03_position: sinusoidal positions, RoPE, order sensitivity, ALiBi slopes and ALiBi weights."""
 
 from __future__ import annotations
 
@@ -404,4 +404,190 @@ ALIBI_SLOPES = Exercise(
         ),
     ),
     stub_hint="a geometric sequence of positive slopes, one per head",
+)
+
+
+# --- alibi_weights: the bias of one head, aligned, before a causal softmax ---------------------------
+
+
+def _slope(head: int, n_heads: int) -> float:
+    """Head ``head``'s ALiBi slope 2^(-8 (head + 1) / n_heads), head counted from 0."""
+    return 2.0 ** (-8.0 * (head + 1) / n_heads)
+
+
+def _distances(n_queries: int, n_keys: int, at_end: bool = True) -> np.ndarray:
+    """(L, S) query position minus key position; the queries are the last L of the S positions."""
+    start = n_keys - n_queries if at_end else 0
+    return (start + np.arange(n_queries))[:, None] - np.arange(n_keys)[None, :]  # (L, S), i - j
+
+
+def _causal_softmax(biased: np.ndarray, distance: np.ndarray) -> np.ndarray:
+    """Softmax of each row over the keys with distance >= 0 (j <= i); weight 0 on the others."""
+    allowed = distance >= 0  # (L, S)
+    filled = np.where(allowed, biased, -np.inf)  # (L, S)
+    e = np.exp(filled - filled.max(axis=-1, keepdims=True))  # every row keeps its own query's key
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def alibi_weights_reference(scores: np.ndarray, head: int, n_heads: int) -> np.ndarray:
+    """(L, S) causal weights of scores - m_h (i - j), the queries at the last L key positions."""
+    distance = _distances(*scores.shape)  # (L, S)
+    return _causal_softmax(scores - _slope(head, n_heads) * distance, distance)
+
+
+def _alibi_with(scores, head, n_heads, *, slope=None, sign=-1.0, mask_at_end=True, masked=True, absolute=False):
+    """The weights with one chosen mistake: the slope, its sign, where the mask puts the queries, no mask."""
+    m = _slope(head, n_heads) if slope is None else slope
+    bias_distance = _distances(*scores.shape)  # (L, S); placing it elsewhere only adds a constant per row
+    if absolute:
+        bias_distance = np.abs(bias_distance)
+    biased = scores + sign * m * bias_distance  # (L, S)
+    if not masked:
+        return _softmax_rows(biased)
+    return _causal_softmax(biased, _distances(*scores.shape, at_end=mask_at_end))
+
+
+def _softmax_rows(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _bias_after_softmax(scores, head, n_heads, *, everywhere=False, absolute=False):
+    """Causal weights of the plain scores, with the bias then added to the weights."""
+    distance = _distances(*scores.shape)  # (L, S)
+    bias = -_slope(head, n_heads) * (np.abs(distance) if absolute else distance)  # (L, S)
+    weights = _causal_softmax(scores, distance)  # (L, S)
+    return weights + (bias if everywhere else np.where(distance >= 0, bias, 0.0))
+
+
+def _shifted_by_bias(case: Case, got, expected) -> bool:
+    """On the keys a query may see, the weights minus the plain causal weights are +-m_h (i - j)."""
+    scores, head, n_heads = case.args
+    distance = _distances(*scores.shape)
+    seen = distance >= 0
+    gap = (got - _causal_softmax(scores, distance))[seen]
+    bias = (_slope(head, n_heads) * distance)[seen]
+    return bool(np.allclose(gap, -bias, atol=1e-6) or np.allclose(gap, bias, atol=1e-6))
+
+
+def _other_head(case: Case, got, expected) -> bool:
+    """The weights are those of another head's slope, 2^(-8k/n) for some k = 0 .. n + 1 other than h + 1."""
+    scores, head, n_heads = case.args
+    return any(
+        np.allclose(got, _alibi_with(scores, head, n_heads, slope=2.0 ** (-8.0 * k / n_heads)), atol=1e-6)
+        for k in range(n_heads + 2) if k != head + 1
+    )
+
+
+def _alibi_case(scores: np.ndarray, head: int, n_heads: int) -> Case:
+    q, k = scores.shape
+    return Case("", f"{q} quer{'y' if q == 1 else 'ies'} at the end of {k} keys, head {head} of {n_heads}",
+                (scores, head, n_heads))
+
+
+def alibi_weights_public() -> list[Case]:
+    rng = np.random.default_rng(304)
+    shapes = ((3, 6, 1, 4), (4, 4, 0, 2), (2, 7, 5, 8), (1, 5, 2, 4))  # n_queries, n_keys, head, n_heads
+    return numbered([_alibi_case(rng.normal(size=(q, k)), h, n) for q, k, h, n in shapes])
+
+
+# (n_queries, n_keys, n_heads) of each hidden case: every seed draws these; the scores and the head differ.
+ALIBI_HIDDEN = ((2, 5, 4), (5, 5, 8), (3, 8, 2), (1, 6, 16))
+
+
+def alibi_weights_hidden(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for q, k, n in ALIBI_HIDDEN:
+        head = int(rng.integers(n))
+        cases.append(_alibi_case(rng.normal(scale=1.5, size=(q, k)), head, n))
+    return cases
+
+
+ALIBI_WEIGHTS = Exercise(
+    name="alibi_weights",
+    notebook=NOTEBOOK,
+    signature="alibi_weights(scores, head, n_heads) -> (n_queries, n_keys) causal attention weights",
+    points=2,
+    reference=alibi_weights_reference,
+    output=ArrayOutput("float"),
+    public=alibi_weights_public,
+    hidden=alibi_weights_hidden,
+    diagnoses=(
+        DiagnosisSpec(
+            "alibi_bias_rewards_distance", "The bias rewards distance",
+            "Farther keys get more weight than the scores alone give them, not less: the answer adds "
+            "+m_h (i - j). Two mistakes give exactly these numbers: the slope term with the wrong sign, "
+            "or the offset taken key minus query (j - i) in -m_h * offset. On the keys a causal query "
+            "sees, -m_h (j - i) = +m_h (i - j), so no output can tell them apart.",
+            "The distance is query position minus key position, i - j >= 0 for every key the query "
+            "sees; subtract m_h times it: scores - m_h * (i - j).",
+            "alibi", matches_model(lambda s, h, n: _alibi_with(s, h, n, sign=1.0)),
+        ),
+        DiagnosisSpec(
+            "alibi_after_softmax", "Bias added after the softmax",
+            "The weights are the plain causal softmax of the scores with -m_h (i - j) added to them: "
+            "the rows no longer sum to one, and farther keys can get negative weights.",
+            "A position bias is part of the score: add it to the scores, then take the causal softmax.",
+            "position-enters",
+            any_of(
+                matches_model(
+                    _bias_after_softmax,
+                    lambda s, h, n: _bias_after_softmax(s, h, n, everywhere=True),
+                    lambda s, h, n: _bias_after_softmax(s, h, n, everywhere=True, absolute=True),
+                ),
+                shows(_shifted_by_bias),
+            ),
+        ),
+        DiagnosisSpec(
+            "alibi_wrong_head", "Another head's slope",
+            "The bias has the right form but the slope of another head. Heads are counted from 0 here: "
+            "head h has slope 2^(-8 (h + 1) / n_heads), so head 0 has 2^(-8/n_heads), not 1 (that is "
+            "the lesson's 1-based 2^(-8h/H) used with a 0-based h).",
+            "Use m = 2 ** (-8 * (head + 1) / n_heads), the slope alibi_slopes(n_heads)[head] of "
+            "Exercise 3.4.",
+            "alibi",
+            any_of(
+                matches_model(
+                    lambda s, h, n: _alibi_with(s, h, n, slope=2.0 ** (-8.0 * h / n)),  # h counted from 1
+                    lambda s, h, n: _alibi_with(s, h, n, slope=2.0 ** (-8.0 * (h + 2) / n)),  # one head further
+                    lambda s, h, n: _alibi_with(s, h, n, slope=2.0 ** (-8.0 * (n - h) / n)),  # heads reversed
+                ),
+                shows(_other_head),
+            ),
+        ),
+        DiagnosisSpec(
+            "alibi_queries_at_start", "Queries placed at the first key positions",
+            "The answer is right when there are as many queries as keys, and wrong when there are "
+            "fewer: it puts query r at position r, while the queries are the last n_queries of the "
+            "n_keys positions (a cache holds the earlier keys), so query r sits at "
+            "n_keys - n_queries + r.",
+            "Take i = n_keys - n_queries + r in the causal mask j <= i: the last query sees every key. "
+            "(In the bias alone the shift would not matter: it changes -m (i - j) by the same amount "
+            "for every key of a row, and the softmax ignores that.)",
+            "alignment",
+            matches_model(lambda s, h, n: _alibi_with(s, h, n, mask_at_end=False)),
+        ),
+        DiagnosisSpec(
+            "alibi_bias_per_query", "No bias left after the softmax",
+            "The weights are the plain causal softmax of the scores: the bias is missing, or it is the "
+            "same for every key of a row, such as +m_h * i (the query's position) where the key form of "
+            "ALiBi uses +m_h * j (the key's position). A constant added to a whole row changes nothing.",
+            "The bias must differ from key to key: -m_h (i - j), or equivalently under the causal mask "
+            "+m_h * j, with j the key position.",
+            "alibi", matches_model(lambda s, h, n: _causal_softmax(s, _distances(*s.shape))),
+        ),
+        DiagnosisSpec(
+            "alibi_no_causal_mask", "No causal mask",
+            "Keys after a query get weight: the softmax ran over every key. ALiBi's bias is meant for "
+            "the keys j <= i of a causal model: past the query -m_h (i - j) even rewards distance, and "
+            "-m_h |i - j| still lets the query read later keys.",
+            "Give weight 0 to the keys j > i: fill their biased scores with -inf before the softmax.",
+            "alibi",
+            matches_model(
+                lambda s, h, n: _alibi_with(s, h, n, masked=False),
+                lambda s, h, n: _alibi_with(s, h, n, masked=False, absolute=True),
+            ),
+        ),
+    ),
+    stub_hint="subtract the head's slope times the distance i - j, then a causal softmax",
 )

@@ -16,7 +16,13 @@ from lessonlib.exercises.ex_masking import (
     MASKED_SOFTMAX,
     PADDING_MASK,
 )
-from lessonlib.exercises.ex_position import ALIBI_SLOPES, APPLY_ROPE, IS_ORDER_SENSITIVE, SINUSOIDAL_POSITIONS
+from lessonlib.exercises.ex_position import (
+    ALIBI_SLOPES,
+    ALIBI_WEIGHTS,
+    APPLY_ROPE,
+    IS_ORDER_SENSITIVE,
+    SINUSOIDAL_POSITIONS,
+)
 from lessonlib.exercises.ex_scaling import Q1_CONTEXT, SCALED_DOT_PRODUCT_ATTENTION
 from lessonlib.exercises.sections import SECTIONS
 from lessonlib.exercises.spec import Case, DiagnosisSpec, Exercise
@@ -29,6 +35,7 @@ EXERCISES: dict[str, Exercise] = {
         SINUSOIDAL_POSITIONS, APPLY_ROPE, IS_ORDER_SENSITIVE, ALIBI_SLOPES,
         SCORE_MATRIX_BYTES, ONLINE_SOFTMAX, TILED_ATTENTION,
         EXCLUSION_EFFECTS,
+        ALIBI_WEIGHTS,
     )
 }
 

@@ -55,4 +55,5 @@ SECTIONS: dict[str, Section] = {
     "tiled": Section(COST, "The same output without the n x n array: tiled attention"),
     "interpretation": Section(INTERPRETATION, "What one weight is"),
     "exclusion": Section(INTERPRETATION, "Excluding a key: the exclusion effect"),
+    "position-enters": Section(POSITION, "Three places where position can enter"),
 }
