@@ -156,7 +156,7 @@ def test_the_written_question_has_a_rubric_with_anchors_for_every_score():
 
 def test_the_model_answer_lives_only_in_the_solutions_and_uses_the_exclusion_formula():
     model = _cell("solutions", "q2-attention-not-causal")
-    assert "w_j (v_j - m_{-j})" in model and "is not harmless" in model
+    assert "w_j (m_{-j} - v_j)" in model and "is not harmless" in model  # new minus old, as in 05
     released = nbformat.read(ROOT / "exercises" / "05_interpretation.ipynb", as_version=4)
     text = "\n".join(c.source for c in released.cells)
     assert "Model answer" not in text and "For graders" not in text and "m_{-j}" not in text
