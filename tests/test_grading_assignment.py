@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from grading_submissions import EXERCISES, WRONG_PADDING, masking, notebook, write_learner
+from test_grading_lms import _csv_rows as _rows
+from test_grading_lms import _run as _grade
 
 from lessonlib import cli
 from lessonlib.exercises import EXERCISES as REGISTRY
@@ -35,17 +37,6 @@ def _class(folder: Path) -> Path:
                                    **masking({"padding_mask": WRONG_PADDING})})
     write_learner(folder / "bo", masking())
     return folder
-
-
-def _grade(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    code = cli.main(["grade", *args, "--timeout", "2", "--memory", "512", "--workers", "2", "--quiet"])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 def test_names_are_checked_and_stems_accepted() -> None:
