@@ -432,6 +432,10 @@ def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeyp
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / ".profile").write_text("export SECRET=1\n")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    if why := sandbox.python_refused_to_nobody():  # root, with a Python nobody cannot start: no level at all
+        with pytest.raises(sandbox.IsolationError, match="learner code runs as nobody, who cannot start this Python"):
+            sandbox.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+        pytest.skip(f"level limits is not available here: {why}")
     isolation = sandbox.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
     assert isolation.level == "limits" and "bwrap is not installed" in isolation.reason
     assert isolation.warning.startswith("WARNING: learner code is NOT isolated")

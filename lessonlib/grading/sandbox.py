@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import pwd
@@ -271,6 +272,25 @@ def as_nobody() -> list[str]:
     uid, gid = nobody()
     return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs"]
+
+
+@functools.cache
+def python_refused_to_nobody() -> str:
+    """As root, why ``nobody`` (who runs learner code at level limits) cannot start this Python;
+    "" when it can, or when the grader is not root. A Python under a folder only root may read
+    (one built in /root, say) cannot serve level limits as root."""
+    if os.geteuid() != 0:
+        return ""
+    try:
+        ran = subprocess.run([*as_nobody(), sys.executable, "-I", "-c", "pass"], capture_output=True, text=True,
+                             timeout=60, cwd="/")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"learner code runs as nobody, who could not start {sys.executable}: {exc}"
+    if ran.returncode == 0:
+        return ""
+    said = (ran.stderr.strip().splitlines() or [f"exit status {ran.returncode}"])[-1]
+    return (f"learner code runs as nobody, who cannot start this Python ({said}); grade with a Python every "
+            "user may run (a venv made from /usr/bin/python3, say) or as an ordinary user")
 
 
 _SCRATCH_TOP: list[Path] = []  # the folder of this process's scratch folders for nobody, once made
@@ -725,6 +745,9 @@ def choose_isolation(requested: str, limits: Limits, *, work: Path, out_dir: Pat
     for level in candidates:
         if level == "bubblewrap" and bwrap() is None:
             refused.append("bubblewrap: bwrap is not installed")
+            continue
+        if level == "limits" and (why := python_refused_to_nobody()):
+            refused.append(f"limits: {why}")
             continue
         report = _probe(level, limits, work, out_dir, submissions, plan)
         if "error" in report:
