@@ -201,6 +201,8 @@ def _standin_python() -> str:
 def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A stand-in /autograder (enterable by nobody, as Gradescope's): the zip unpacked in source/, a
     venv with the wheel installed (not editable) and NumPy copied in, as setup.sh leaves them."""
+    if why := sandbox.python_refused_to_nobody(_standin_python()):  # root, and no Python nobody may start
+        pytest.skip(f"no Python here can stand in for Gradescope's, which every user may run: {why}")
     top = Path(tempfile.mkdtemp(prefix="lessonlib-standin-"))
     os.chmod(top, 0o755)
     root = top / "autograder"
@@ -296,6 +298,7 @@ def test_hostile_learner_is_sealed_in_the_standin_root(standin: Path, isolation:
     results = json.loads((root / "results" / "results.json").read_text())
     assert "breached" not in json.dumps(results), results
     tests = {t["name"]: t for t in results["tests"]}
+    assert "02_masking: masked_softmax" in tests, results["output"]
     # the grader's own: learner code saw a uid other than 0, and found nothing to break
     assert tests["02_masking: masked_softmax"]["score"] == tests["02_masking: masked_softmax"]["max_score"] > 0
     level = results["extra_data"]["isolation"]

@@ -275,17 +275,17 @@ def as_nobody() -> list[str]:
 
 
 @functools.cache
-def python_refused_to_nobody() -> str:
-    """As root, why ``nobody`` (who runs learner code at level limits) cannot start this Python;
+def python_refused_to_nobody(python: str = sys.executable) -> str:
+    """As root, why ``nobody`` (who runs learner code at level limits) cannot start ``python``;
     "" when it can, or when the grader is not root. A Python under a folder only root may read
     (one built in /root, say) cannot serve level limits as root."""
     if os.geteuid() != 0:
         return ""
     try:
-        ran = subprocess.run([*as_nobody(), sys.executable, "-I", "-c", "pass"], capture_output=True, text=True,
+        ran = subprocess.run([*as_nobody(), python, "-I", "-c", "pass"], capture_output=True, text=True,
                              timeout=60, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"learner code runs as nobody, who could not start {sys.executable}: {exc}"
+        return f"learner code runs as nobody, who could not start {python}: {exc}"
     if ran.returncode == 0:
         return ""
     said = (ran.stderr.strip().splitlines() or [f"exit status {ran.returncode}"])[-1]
