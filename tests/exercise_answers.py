@@ -944,6 +944,52 @@ def exclusion_unscaled(query, keys, values):
     return exclusion_delete(query * math.sqrt(len(query)), keys, values)
 
 
+# --- changed_predictions --------------------------------------------------------------------------
+
+
+def changed_masks(logits, logits_changed, targets, last_kept):
+    changed = logits.argmax(-1) != logits_changed.argmax(-1)
+    counted = (np.arange(logits.shape[1]) <= last_kept) & (targets >= 0)
+    return float(changed[counted].mean())
+
+
+def changed_loops(logits, logits_changed, targets, last_kept):
+    moved = scored = 0
+    for b in range(logits.shape[0]):
+        for i in range(last_kept + 1):
+            if targets[b, i] == -1:
+                continue
+            scored += 1
+            moved += int(np.argmax(logits[b, i]) != np.argmax(logits_changed[b, i]))
+    return moved / scored
+
+
+def changed_slices(logits, logits_changed, targets, last_kept):
+    before = logits[:, : last_kept + 1].argmax(axis=2)
+    after = logits_changed[:, : last_kept + 1].argmax(axis=2)
+    scored = targets[:, : last_kept + 1] != -1
+    return np.sum((before != after) & scored) / np.sum(scored)
+
+
+def changed_unscored_counted(logits, logits_changed, targets, last_kept):
+    return float(np.mean(logits[:, : last_kept + 1].argmax(-1) != logits_changed[:, : last_kept + 1].argmax(-1)))
+
+
+def changed_every_position(logits, logits_changed, targets, last_kept):
+    scored = targets >= 0
+    return float((logits.argmax(-1) != logits_changed.argmax(-1))[scored].mean())
+
+
+def changed_stops_early(logits, logits_changed, targets, last_kept):
+    return changed_masks(logits, logits_changed, targets, last_kept - 1)
+
+
+def changed_any_logit(logits, logits_changed, targets, last_kept):
+    moved = ~np.isclose(logits, logits_changed).all(axis=-1)
+    counted = (np.arange(logits.shape[1]) <= last_kept) & (targets >= 0)
+    return float(moved[counted].mean())
+
+
 
 CORRECT = {
     "scaled_dot_product_attention": [sdpa_matmul, sdpa_einsum, sdpa_loops, sdpa_global_shift],
@@ -963,6 +1009,7 @@ CORRECT = {
     "online_softmax": [online_arrays, online_floats, online_log_sum_exp],
     "exclusion_effects": [exclusion_delete, exclusion_minus_inf, exclusion_formula],
     "alibi_weights": [alibi_w_where, alibi_w_loops, alibi_w_key_form],
+    "changed_predictions": [changed_masks, changed_loops, changed_slices],
 }
 
 # (exercise, diagnosis name, wrong answer)
@@ -1042,4 +1089,8 @@ WRONG = [
     ("alibi_weights", "alibi_queries_at_start", alibi_w_top_left),
     ("alibi_weights", "alibi_no_causal_mask", alibi_w_unmasked),
     ("alibi_weights", "alibi_bias_per_query", alibi_w_query_form),
+    ("changed_predictions", "unscored_counted", changed_unscored_counted),
+    ("changed_predictions", "changed_inputs_counted", changed_every_position),
+    ("changed_predictions", "own_position_left_out", changed_stops_early),
+    ("changed_predictions", "logits_for_predictions", changed_any_logit),
 ]

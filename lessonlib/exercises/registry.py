@@ -24,6 +24,7 @@ from lessonlib.exercises.ex_position import (
     SINUSOIDAL_POSITIONS,
 )
 from lessonlib.exercises.ex_scaling import Q1_CONTEXT, SCALED_DOT_PRODUCT_ATTENTION
+from lessonlib.exercises.ex_training import CHANGED_PREDICTIONS
 from lessonlib.exercises.sections import SECTIONS
 from lessonlib.exercises.spec import Case, DiagnosisSpec, Exercise
 
@@ -36,6 +37,7 @@ EXERCISES: dict[str, Exercise] = {
         SCORE_MATRIX_BYTES, ONLINE_SOFTMAX, TILED_ATTENTION,
         EXCLUSION_EFFECTS,
         ALIBI_WEIGHTS,
+        CHANGED_PREDICTIONS,
     )
 }
 
@@ -108,6 +110,33 @@ Q2_RUBRIC = (
 )
 
 
+Q6_RUBRIC = (
+    RubricItem(
+        "The choice, from measurements",
+        (
+            "No model named, or a model without a mask chosen because its accuracy is close to 1.",
+            "Names the masked (causal) models, or one of them, without measurements on both kinds of "
+            "future, or without weighing which of them also does the task.",
+            "Names the three masked models as the only ones whose predictions never changed, on random "
+            "later tokens and on one repeated token, and chooses previous_alibi_causal because it is also "
+            "accurate (about 0.96 at length 16, against about 0.32 and 0.89 for the masked models without position).",
+        ),
+    ),
+    RubricItem(
+        "Why a measurement on the task is not a guarantee",
+        (
+            "No reason, or the answer says the unmasked models learned to ignore later tokens.",
+            "Says the mask prevents it, without saying how, or says accuracy is not enough without "
+            "saying what goes wrong.",
+            "The mask removes every later key before the softmax, so its weight is exactly 0 in every "
+            "layer, whatever the input. The unmasked models give every key a positive weight. Their "
+            "accuracy and their unchanged predictions on random later tokens describe inputs like the "
+            "training data; a future unlike it (one token repeated) changes many of their predictions.",
+        ),
+    ),
+)
+
+
 MANUAL_QUESTIONS: dict[str, ManualQuestion] = {
     q.name: q
     for q in (
@@ -115,6 +144,11 @@ MANUAL_QUESTIONS: dict[str, ManualQuestion] = {
             "q2_attention_not_causal", "05_interpretation.ipynb", "q2-attention-not-causal", 4,
             "Why does an attention visualisation not by itself explain the final decision causally?",
             "interpretation", Q2_RUBRIC,
+        ),
+        ManualQuestion(
+            "q6_streaming", "06_training.ipynb", "q6-streaming", 4,
+            "Which stored previous-token model can stream, its predictions never changed by later tokens?",
+            "training-causal", Q6_RUBRIC,
         ),
     )
 }

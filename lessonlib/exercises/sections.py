@@ -28,6 +28,7 @@ MASKING = "notebooks/02_masking.ipynb"
 POSITION = "notebooks/03_position.ipynb"
 COST = "notebooks/04_cost.ipynb"
 INTERPRETATION = "notebooks/05_interpretation.ipynb"
+TRAINING = "notebooks/06_training.ipynb"
 
 SECTIONS: dict[str, Section] = {
     "convex": Section(SCALING, "The output is a convex combination of the values"),
@@ -56,4 +57,6 @@ SECTIONS: dict[str, Section] = {
     "interpretation": Section(INTERPRETATION, "What one weight is"),
     "exclusion": Section(INTERPRETATION, "Excluding a key: the exclusion effect"),
     "position-enters": Section(POSITION, "Three places where position can enter"),
+    "training-task": Section(TRAINING, "The model and the task"),
+    "training-causal": Section(TRAINING, "A causal mask alone"),
 }
