@@ -293,6 +293,13 @@ def test_header_states_the_computed_times(name):
         assert _map_times()[name] == header, f"{name}: the map in 00 says {_map_times()[name]}, the header {header}"
 
 
+def test_map_and_guide_state_the_whole_courses_computed_totals():
+    line = rt.totals(ROOT).line
+    assert line in _markdown("00_start_here"), f"the map in 00 should say {line!r}"
+    assert line in (ROOT / "docs" / "instructor-guide.md").read_text(encoding="utf-8"), (
+        f"the instructor guide should say {line!r}")
+
+
 def test_map_titles_are_the_notebooks_titles():
     for match in MAP_ROW.finditer(_markdown("00_start_here")):
         name, title = match[1], match[2]
