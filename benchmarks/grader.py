@@ -135,7 +135,7 @@ def online_softmax(scores, values, block_size):
     return acc  # never divided by the sum of the weights
 ''',
     "exclusion_effects": '''
-def exclusion_effects(query, keys, values):
+def exclusion_effects(query, keys, values, w_o):
     s = keys @ query / np.sqrt(query.shape[-1])
     w = np.exp(s - s.max())
     return w / w.sum()  # the weights, returned as if they were the effects

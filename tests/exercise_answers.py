@@ -880,68 +880,88 @@ def _attend_one(query, keys, values):
     return w @ values, w
 
 
-def exclusion_delete(query, keys, values):
+def exclusion_delete(query, keys, values, w_o):
     out, _ = _attend_one(query, keys, values)
-    return np.array([np.linalg.norm(out - _attend_one(query, np.delete(keys, j, 0), np.delete(values, j, 0))[0])
+    return np.array([np.linalg.norm((_attend_one(query, np.delete(keys, j, 0), np.delete(values, j, 0))[0] - out) @ w_o)
                      for j in range(len(keys))])
 
 
-def exclusion_minus_inf(query, keys, values):
+def exclusion_minus_inf(query, keys, values, w_o):
     scores = keys @ query / np.sqrt(query.shape[-1])  # (S,)
     def out(s):
         w = np.exp(s - s.max())
-        return (w / w.sum()) @ values
+        return (w / w.sum()) @ values @ w_o
     base = out(scores)
     effects = []
     for j in range(len(scores)):
         s = scores.copy()
         s[j] = -np.inf
-        effects.append(np.linalg.norm(base - out(s)))
+        effects.append(np.linalg.norm(out(s) - base))
     return np.array(effects)
 
 
-def exclusion_formula(query, keys, values):
-    """o - o_(-j) = w_j / (1 - w_j) (v_j - o)."""
+def exclusion_formula(query, keys, values, w_o):
+    """o_(-j) - o = w_j / (1 - w_j) (o - v_j), then through W_o."""
     out, w = _attend_one(query, keys, values)
-    return w / (1 - w) * np.linalg.norm(values - out, axis=-1)
+    return w / (1 - w) * np.linalg.norm((out - values) @ w_o, axis=-1)
 
 
-def exclusion_weights(query, keys, values):
+def exclusion_project_values_first(query, keys, values, w_o):
+    """W_o is linear: project every value first, then exclude."""
+    return exclusion_delete(query, keys, values @ w_o, np.eye(w_o.shape[1]))
+
+
+def exclusion_weights(query, keys, values, w_o):
     return _attend_one(query, keys, values)[1]
 
 
-def exclusion_zero_weight(query, keys, values):
+def exclusion_no_projection(query, keys, values, w_o):
+    return exclusion_delete(query, keys, values, np.eye(values.shape[1]))
+
+
+def exclusion_norm_difference(query, keys, values, w_o):
+    out, _ = _attend_one(query, keys, values)
+    return np.array([np.linalg.norm(out @ w_o)
+                     - np.linalg.norm(_attend_one(query, np.delete(keys, j, 0), np.delete(values, j, 0))[0] @ w_o)
+                     for j in range(len(keys))])
+
+
+def exclusion_abs_norm_difference(query, keys, values, w_o):
+    return np.abs(exclusion_norm_difference(query, keys, values, w_o))
+
+
+def exclusion_zero_weight(query, keys, values, w_o):
     out, w = _attend_one(query, keys, values)
     effects = []
     for j in range(len(w)):
         w2 = w.copy()
         w2[j] = 0.0  # after the softmax, not renormalised
-        effects.append(np.linalg.norm(out - w2 @ values))
+        effects.append(np.linalg.norm((w2 @ values - out) @ w_o))
     return np.array(effects)
 
 
-def exclusion_zero_value(query, keys, values):
+def exclusion_zero_value(query, keys, values, w_o):
     out, w = _attend_one(query, keys, values)
     effects = []
     for j in range(len(w)):
         v2 = values.copy()
         v2[j] = 0.0
-        effects.append(np.linalg.norm(out - w @ v2))
+        effects.append(np.linalg.norm((w @ v2 - out) @ w_o))
     return np.array(effects)
 
 
-def exclusion_zero_key(query, keys, values):
+def exclusion_zero_key(query, keys, values, w_o):
     out, _ = _attend_one(query, keys, values)
     effects = []
     for j in range(len(keys)):
         k2 = keys.copy()
         k2[j] = 0.0
-        effects.append(np.linalg.norm(out - _attend_one(query, k2, values)[0]))
+        effects.append(np.linalg.norm((_attend_one(query, k2, values)[0] - out) @ w_o))
     return np.array(effects)
 
 
-def exclusion_unscaled(query, keys, values):
-    return exclusion_delete(query * math.sqrt(len(query)), keys, values)
+def exclusion_unscaled(query, keys, values, w_o):
+    return exclusion_delete(query * math.sqrt(len(query)), keys, values, w_o)
 
 
 # --- changed_predictions --------------------------------------------------------------------------
@@ -1007,7 +1027,7 @@ CORRECT = {
     "is_order_sensitive": [order_roll, order_several, order_flip],
     "alibi_slopes": [alibi_formula, alibi_ratio, alibi_loop],
     "online_softmax": [online_arrays, online_floats, online_log_sum_exp],
-    "exclusion_effects": [exclusion_delete, exclusion_minus_inf, exclusion_formula],
+    "exclusion_effects": [exclusion_delete, exclusion_minus_inf, exclusion_formula, exclusion_project_values_first],
     "alibi_weights": [alibi_w_where, alibi_w_loops, alibi_w_key_form],
     "changed_predictions": [changed_masks, changed_loops, changed_slices],
 }
@@ -1078,6 +1098,9 @@ WRONG = [
     ("online_softmax", "online_normalised_per_block", online_per_block),
     ("online_softmax", "online_not_divided", online_not_divided),
     ("exclusion_effects", "effects_are_weights", exclusion_weights),
+    ("exclusion_effects", "exclusion_before_projection", exclusion_no_projection),
+    ("exclusion_effects", "difference_of_norms", exclusion_norm_difference),
+    ("exclusion_effects", "difference_of_norms", exclusion_abs_norm_difference),
     ("exclusion_effects", "exclusion_not_renormalised", exclusion_zero_weight),
     ("exclusion_effects", "exclusion_not_renormalised", exclusion_zero_value),
     ("exclusion_effects", "exclusion_zeroed_key", exclusion_zero_key),

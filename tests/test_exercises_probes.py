@@ -116,19 +116,31 @@ def test_a_returned_word_crosses_as_plain_data():
     assert value.type_name == "str" and value.data.dtype == np.uint8 and text_of(value) == "attend"
 
 
-def test_exclusion_effect_is_the_weight_times_the_gap_to_the_others_mean():
+def test_exclusion_effect_is_the_weight_times_the_gap_to_the_others_mean_through_w_o():
     rng = np.random.default_rng(11)
     for _ in range(20):
-        s, d, d_v = rng.integers(2, 7), rng.integers(1, 5), rng.integers(1, 4)
+        s, d, d_v, d_out = rng.integers(2, 7), rng.integers(1, 5), rng.integers(1, 4), rng.integers(1, 4)
         q, k, v = rng.normal(size=d) * 2, rng.normal(size=(s, d)), rng.normal(size=(s, d_v))
+        w_o = rng.normal(size=(d_v, d_out))
         scores = k @ q / np.sqrt(d)
         w = np.exp(scores - scores.max())
         w /= w.sum()
         o = w @ v
         rest_mean = np.array([(w @ v - w[j] * v[j]) / (1 - w[j]) for j in range(s)])  # (S, d_v)
-        effects = exclusion_reference(q, k, v)
-        np.testing.assert_allclose(effects, w * np.linalg.norm(v - rest_mean, axis=-1), rtol=1e-9)
-        np.testing.assert_allclose(effects, w / (1 - w) * np.linalg.norm(v - o, axis=-1), rtol=1e-9)
+        effects = exclusion_reference(q, k, v, w_o)
+        np.testing.assert_allclose(effects, w * np.linalg.norm((rest_mean - v) @ w_o, axis=-1), rtol=1e-9)
+        np.testing.assert_allclose(effects, w / (1 - w) * np.linalg.norm((o - v) @ w_o, axis=-1), rtol=1e-9)
+        np.testing.assert_allclose(exclusion_reference(q, k, v, np.eye(d_v)),
+                                   w * np.linalg.norm(rest_mean - v, axis=-1), rtol=1e-9)
+
+
+def test_a_move_that_w_o_ignores_has_no_effect_after_it():
+    """The first public case: the key with the largest weight moves o, but only along a direction W_o maps to 0."""
+    q, k, v, w_o = public_cases("exclusion_effects")[0].args
+    before = exclusion_reference(q, k, v, np.eye(v.shape[1]))
+    after = exclusion_reference(q, k, v, w_o)
+    assert np.argmax(before) == 0 and before[0] > 0.5
+    assert after[0] < 1e-12 and after[1:].min() > 0.1
 
 
 def test_a_large_weight_on_a_small_value_is_not_harmless():
@@ -136,7 +148,7 @@ def test_a_large_weight_on_a_small_value_is_not_harmless():
     q = np.array([3.0, 0.0])
     k = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
     v = np.array([[0.0], [10.0], [10.0]])
-    effects = exclusion_reference(q, k, v)
+    effects = exclusion_reference(q, k, v, np.eye(1))
     assert np.argmax(effects) == 0 and effects[0] > 1.0
 
 

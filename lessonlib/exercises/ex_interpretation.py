@@ -1,4 +1,4 @@
-"""Exercise of 05_interpretation: the effect of excluding each key, next to its weight."""
+"""Exercise of 05_interpretation: the effect of excluding each key, measured after the output projection."""
 
 from __future__ import annotations
 
@@ -18,71 +18,97 @@ def _weights(query: np.ndarray, keys: np.ndarray, scale: float | None = None) ->
     return e / e.sum()  # (S,)
 
 
-def exclusion_reference(query: np.ndarray, keys: np.ndarray, values: np.ndarray, *,
-                        scale: float | None = None) -> np.ndarray:
-    """(S,) |o - o_(-j)|: the output moved when key j alone is excluded before the softmax.
-
-    query (d,), keys (S, d), values (S, d_v). Excluding key j renormalises the rest:
-    o - o_(-j) = w_j (v_j - m_(-j)) with m_(-j) the weighted mean of the other values
-    (equivalently w_j / (1 - w_j) (v_j - o)).
-    """
+def _moves(query: np.ndarray, keys: np.ndarray, values: np.ndarray, *,
+           scale: float | None = None) -> np.ndarray:
+    """(S, d_v) o_(-j) - o: how the attention output moves when key j alone is excluded before the softmax."""
     w = _weights(query, keys, scale)  # (S,)
     out = w @ values  # (d_v,)
-    effects = np.empty(len(w))
+    moves = np.empty((len(w), values.shape[-1]))
     for j in range(len(w)):
         keep = np.arange(len(w)) != j
-        rest = _weights(query, keys[keep], scale) @ values[keep]  # (d_v,)
-        effects[j] = np.linalg.norm(out - rest)
-    return effects
+        moves[j] = _weights(query, keys[keep], scale) @ values[keep] - out  # new minus old
+    return moves
 
 
-def _not_renormalised(query, keys, values):
-    """Weight j set to zero after the softmax (or value j set to zero): o moves by w_j v_j."""
+def exclusion_reference(query: np.ndarray, keys: np.ndarray, values: np.ndarray, w_o: np.ndarray, *,
+                        scale: float | None = None) -> np.ndarray:
+    """(S,) |(o_(-j) - o) W_o|: how far the projected output moves when key j alone is excluded.
+
+    query (d,), keys (S, d), values (S, d_v), w_o (d_v, d_out). Excluding key j renormalises the
+    rest: o_(-j) - o = w_j (m_(-j) - v_j), with m_(-j) the weighted mean of the other values
+    (equivalently w_j / (1 - w_j) (o - v_j)); the layer's output moves by that times W_o.
+    """
+    return np.linalg.norm(_moves(query, keys, values, scale=scale) @ w_o, axis=-1)
+
+
+def _before_projection(query, keys, values, w_o):
+    """|o_(-j) - o|: the move of the attention output, W_o left out."""
+    return np.linalg.norm(_moves(query, keys, values), axis=-1)
+
+
+def _difference_of_norms(query, keys, values, w_o):
+    """|o W_o| - |o_(-j) W_o|: the change of the projected output's length, not how far it moved."""
     w = _weights(query, keys)
-    return w * np.linalg.norm(values, axis=-1)
+    out = w @ values @ w_o  # (d_out,)
+    moved = out + _moves(query, keys, values) @ w_o  # (S, d_out)
+    return np.linalg.norm(out) - np.linalg.norm(moved, axis=-1)
 
 
-def _zeroed_key(query, keys, values):
+def _not_renormalised(query, keys, values, w_o):
+    """Weight j set to zero after the softmax (or value j set to zero): o moves by -w_j v_j."""
+    w = _weights(query, keys)
+    return w * np.linalg.norm(values @ w_o, axis=-1)
+
+
+def _zeroed_key(query, keys, values, w_o):
     """Key vector j set to zero: its score becomes 0, and it still gets weight."""
     out = _weights(query, keys) @ values
     effects = []
     for j in range(len(keys)):
         k = keys.copy()
         k[j] = 0.0
-        effects.append(np.linalg.norm(out - _weights(query, k) @ values))
+        effects.append(np.linalg.norm((_weights(query, k) @ values - out) @ w_o))
     return np.array(effects)
 
 
 def exclusion_public() -> list[Case]:
     rng = np.random.default_rng(505)
-    # key 0 gets the largest weight, and its value equals the weighted mean of the others: no effect
+    # key 0 gets the largest weight, and its value differs from the others' mean [1, 0, 0] only in the
+    # third coordinate, which W_o ignores: excluding it moves o but not o W_o
     q = np.array([2.0, 0.0])
     k = np.array([[1.5, 0.0], [0.0, 1.0], [0.0, -1.0]])
-    v = np.array([[0.0, 0.0], [1.0, 1.0], [-1.0, -1.0]])
+    v = np.array([[1.0, 0.0, 2.0], [2.0, 1.0, 1.0], [0.0, -1.0, -1.0]])
+    w_o = np.array([[1.0, -0.5], [0.5, 2.0], [0.0, 0.0]])  # (d_v, d_out): row 2 is zero
     return numbered([
-        Case("", "3 keys: the one with the largest weight has the others' mean as its value", (q, k, v)),
-        Case("", "4 keys, d 3, value width 2", (rng.normal(size=3), rng.normal(size=(4, 3)), rng.normal(size=(4, 2)))),
-        Case("", "5 keys, d 4, value width 1", (rng.normal(size=4), rng.normal(size=(5, 4)), rng.normal(size=(5, 1)))),
-        Case("", "2 keys, d 2, value width 3",
-             (rng.normal(size=2) * 2, rng.normal(size=(2, 2)), rng.normal(size=(2, 3)))),
+        Case("", "3 keys: excluding the largest weight moves the output only in a direction W_o ignores",
+             (q, k, v, w_o)),
+        Case("", "4 keys, d 3, value width 2, output width 3",
+             (rng.normal(size=3), rng.normal(size=(4, 3)), rng.normal(size=(4, 2)), rng.normal(size=(2, 3)))),
+        Case("", "5 keys, d 4, value width 2, output width 4",
+             (rng.normal(size=4), rng.normal(size=(5, 4)), rng.normal(size=(5, 2)), rng.normal(size=(2, 4)))),
+        Case("", "2 keys, d 2, value width 3, output width 3",
+             (rng.normal(size=2) * 2, rng.normal(size=(2, 2)), rng.normal(size=(2, 3)), rng.normal(size=(3, 3)))),
     ])
 
 
-EXCLUSION_HIDDEN = ((3, 2, 1), (5, 4, 2), (7, 3, 3), (4, 6, 4))  # keys, d, value width: every seed draws these
+# keys, d, value width, output width: every seed draws these (widths of 2 or more, so that no slip
+# agrees with the reference by chance, as a difference of lengths would for vectors of width 1)
+EXCLUSION_HIDDEN = ((3, 2, 2, 3), (5, 4, 2, 2), (7, 3, 3, 4), (4, 6, 4, 2))
 
 
 def exclusion_hidden(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for s, d, d_v in EXCLUSION_HIDDEN:
-        cases.append(Case("", f"random: {s} keys, d {d}, value width {d_v}", (
-            rng.normal(size=d) * float(rng.uniform(0.5, 2.5)), rng.normal(size=(s, d)), rng.normal(size=(s, d_v)))))
+    for s, d, d_v, d_out in EXCLUSION_HIDDEN:
+        cases.append(Case("", f"random: {s} keys, d {d}, value width {d_v}, output width {d_out}", (
+            rng.normal(size=d) * float(rng.uniform(0.5, 2.5)), rng.normal(size=(s, d)), rng.normal(size=(s, d_v)),
+            rng.normal(size=(d_v, d_out)))))
     return cases
 
 
 EXCLUSION_EFFECTS = Exercise(
     name="exclusion_effects",
     notebook=NOTEBOOK,
-    signature="exclusion_effects(query, keys, values) -> (S,)",
+    signature="exclusion_effects(query, keys, values, w_o) -> (S,)",
     points=2,
     reference=exclusion_reference,
     output=ArrayOutput("float"),
@@ -91,19 +117,35 @@ EXCLUSION_EFFECTS = Exercise(
     diagnoses=(
         DiagnosisSpec(
             "effects_are_weights", "Weights returned instead of effects",
-            "The answer returns the attention weights: the question is how far the output moves when a "
-            "key is excluded, which depends on the key's value as well as its weight.",
+            "The answer returns the attention weights: the question is how far the projected output moves "
+            "when a key is excluded, which depends on the key's value and on W_o as well as on its weight.",
             "For each key j: exclude it before the softmax, recompute the output, and return "
-            "np.linalg.norm(output - output_without_j).",
-            "exclusion", matches_model(lambda q, k, v: _weights(q, k)),
+            "np.linalg.norm((output_without_j - output) @ w_o).",
+            "exclusion", matches_model(lambda q, k, v, w_o: _weights(q, k)),
+        ),
+        DiagnosisSpec(
+            "exclusion_before_projection", "Measured before the output projection",
+            "The answer returns how far the attention output o moves, |o_(-j) - o|, and leaves W_o out. "
+            "The layer's output is o W_o, and W_o can shrink, stretch or ignore directions of o: a key "
+            "whose exclusion moves o a lot can move o W_o by nothing.",
+            "Multiply the move by W_o before taking its length: np.linalg.norm((output_without_j - output) @ w_o).",
+            "no-effect", matches_model(_before_projection),
+        ),
+        DiagnosisSpec(
+            "difference_of_norms", "Difference of lengths instead of the length of the difference",
+            "The answer compares the lengths of the two projected outputs, |o W_o| and |o_(-j) W_o|. That "
+            "says how much the output grew or shrank, not how far it moved: an output can turn to point "
+            "elsewhere and keep its length.",
+            "Subtract first, then take the norm: np.linalg.norm((output_without_j - output) @ w_o).",
+            "exclusion", matches_model(_difference_of_norms, lambda *a: np.abs(_difference_of_norms(*a))),
         ),
         DiagnosisSpec(
             "exclusion_not_renormalised", "Excluded after the softmax, without renormalising",
             "The answer removes key j after the softmax (its weight, or its value vector, set to zero), "
-            "so the output moves by exactly w_j times the norm of v_j and the remaining weights sum to "
-            "1 - w_j. That is the lesson's error of zeroing probabilities after the softmax. Excluding a "
-            "key renormalises the others: the output moves by w_j (m - v_j) (new minus old), with m the "
-            "weighted mean of the other values.",
+            "so the output moves by exactly -w_j v_j and the remaining weights sum to 1 - w_j. That is "
+            "the lesson's error of zeroing probabilities after the softmax. Excluding a key renormalises "
+            "the others: the output moves by w_j (m - v_j) (new minus old), with m the weighted mean of "
+            "the other values.",
             "Exclude key j before the softmax: drop its score (or set it to -inf), take the softmax of "
             "the rest, and recompute the output.",
             "zeroed-after", matches_model(_not_renormalised),
@@ -119,8 +161,8 @@ EXCLUSION_EFFECTS = Exercise(
             "exclusion_missing_scale", "No 1/sqrt(d) scaling",
             "The effects match attention on unscaled scores q.k.",
             "Scale the scores by 1/sqrt(d), d the width of the query and keys.",
-            "scaling", matches_model(lambda q, k, v: exclusion_reference(q, k, v, scale=1.0)),
+            "scaling", matches_model(lambda q, k, v, w_o: exclusion_reference(q, k, v, w_o, scale=1.0)),
         ),
     ),
-    stub_hint="for each key: exclude it before the softmax, recompute the output, measure how far it moved",
+    stub_hint="for each key: exclude it before the softmax, recompute the output, measure how far it moved after W_o",
 )

@@ -56,6 +56,7 @@ SECTIONS: dict[str, Section] = {
     "tiled": Section(COST, "The same output without the n x n array: tiled attention"),
     "interpretation": Section(INTERPRETATION, "What one weight is"),
     "exclusion": Section(INTERPRETATION, "Excluding a key: the exclusion effect"),
+    "no-effect": Section(INTERPRETATION, "The largest weight, and no effect"),
     "position-enters": Section(POSITION, "Three places where position can enter"),
     "training-task": Section(TRAINING, "The model and the task"),
     "training-causal": Section(TRAINING, "A causal mask alone"),
