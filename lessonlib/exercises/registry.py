@@ -117,9 +117,9 @@ Q6_RUBRIC = (
             "No model named, or a model without a mask chosen because its accuracy is close to 1.",
             "Names the masked (causal) models, or one of them, without measurements on both kinds of "
             "future, or without weighing which of them also does the task.",
-            "Names the three masked models as the only ones whose predictions never changed, on random "
-            "later tokens and on one repeated token, and chooses previous_alibi_causal because it is also "
-            "accurate (about 0.96 at length 16, against about 0.32 and 0.89 for the masked models without position).",
+            "Chooses previous_alibi_causal: the three masked models are the only ones that changed no "
+            "prediction under either future (random later tokens, one token repeated), and of them it "
+            "alone does the task (about 0.96 at length 16, against about 0.32 and 0.9).",
         ),
     ),
     RubricItem(
@@ -129,9 +129,10 @@ Q6_RUBRIC = (
             "Says the mask prevents it, without saying how, or says accuracy is not enough without "
             "saying what goes wrong.",
             "The mask removes every later key before the softmax, so its weight is exactly 0 in every "
-            "layer, whatever the input. The unmasked models give every key a positive weight. Their "
-            "accuracy and their unchanged predictions on random later tokens describe inputs like the "
-            "training data; a future unlike it (one token repeated) changes many of their predictions.",
+            "layer, whatever the input. The unmasked models give every later key a positive weight: "
+            "their accuracy, and no change under random later tokens, describe inputs like the training "
+            "data, while one token repeated changes some of their predictions; a measurement can show "
+            "a change, never that none will happen.",
         ),
     ),
 )
