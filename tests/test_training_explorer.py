@@ -89,3 +89,13 @@ def test_the_previous_token_head_is_found():
     assert on_previous.shape == (model.n_heads,) and head == int(on_previous.argmax())
     weights = model.attention(tokens)[0][:, head]  # (64, 16, 16)
     assert np.mean(weights.argmax(axis=-1)[:, 1:] == np.arange(15)) > 0.8
+
+
+def test_the_explorer_measures_its_accuracy_instead_of_reading_the_recorded_one(monkeypatch):
+    def refuse():
+        raise AssertionError("the explorer read the recorded accuracies")
+
+    monkeypatch.setattr(catalog, "recorded", refuse)
+    explorer._accuracy.cache_clear()
+    result = explorer.compute(explorer.Settings(model="none, causal", length=32))
+    assert result.accuracy == pytest.approx(0.239, abs=5e-4)

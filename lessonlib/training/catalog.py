@@ -7,8 +7,8 @@ head puts about 0.28 of its weight on key i - 1 at length 16, and the model is r
 time all the same (notebook 06, section 4). Each model is trained at length 16 with batch 64,
 Adam at 3e-3, seed 0.
 
-Notebook 06 measures every accuracy itself with :func:`evaluate` (a few seconds for all of
-them). ``python -m lessonlib.training.catalog`` (``make train``) trains the models again, writes
+Notebook 06 measures every accuracy itself, with ``accuracy`` and :func:`evaluate` (a few
+seconds for all of them). ``python -m lessonlib.training.catalog`` (``make train``) trains the models again, writes
 ``checkpoints/<name>.npz`` and records the accuracies it measured in ``checkpoints/accuracies.json``,
 which the tests compare with a fresh evaluation of each stored checkpoint.
 """
