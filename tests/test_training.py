@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -271,3 +272,11 @@ def test_a_callback_can_stop_training_early():
                    callback=lambda step, loss: seen.append(loss) or step == 9)
     assert losses.shape == (10,)
     np.testing.assert_array_equal(losses, seen)
+
+
+def test_notebook_06_measures_its_accuracies_instead_of_reading_the_recorded_ones():
+    notebook = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "06_training.ipynb").read_text())
+    code = "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code")
+    assert "recorded(" not in code and "accuracies.json" not in code, (
+        "notebook 06 reads the accuracies written by `make train`; it should measure them on the checkpoints")
+    assert "catalog.evaluate(" in code and "accuracy(" in code

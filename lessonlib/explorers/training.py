@@ -1,8 +1,9 @@
 """Explorer for notebook 06: trained models at their training length and beyond.
 
 Pick a stored model (a position mechanism trained on the previous-token task at length 16) and
-an evaluation length; see its measured accuracy and the attention map of its previous-token
-head on one sequence. Everything comes from the stored checkpoints, so a change is instant.
+an evaluation length; see its accuracy, measured here on the stored checkpoint, and the attention
+map of its previous-token head on one sequence. That head is chosen once per model, at the
+training length, and kept at every evaluation length.
 
 Also here, for the notebook's interpretation section: the exclusion effect of each key on a
 trained model's prediction, set against that head's attention weights.
@@ -18,7 +19,7 @@ import numpy as np
 
 from lessonlib.explorers.interpretation import spearman
 from lessonlib.plots import heatmap, new_figure
-from lessonlib.training import TASKS, AttentionModel, catalog
+from lessonlib.training import TASKS, AttentionModel, accuracy, catalog
 
 MODELS = {
     "none": "previous_none",
@@ -33,6 +34,7 @@ MODELS = {
 }
 LENGTHS = catalog.EVAL_LENGTHS
 EXAMPLE_SEED = 5
+HEAD_SEQUENCES, HEAD_SEED = 64, 4  # the sequences at the training length on which a head is chosen
 
 
 def example_tokens(length: int, seed: int = EXAMPLE_SEED) -> tuple[np.ndarray, np.ndarray]:
@@ -40,11 +42,27 @@ def example_tokens(length: int, seed: int = EXAMPLE_SEED) -> tuple[np.ndarray, n
     return TASKS["previous"].sample(1, length, np.random.default_rng([3, seed]))
 
 
-def previous_token_head(model: AttentionModel, tokens: np.ndarray, layer: int = 0) -> int:
-    """The head of ``layer`` whose weight on key i - 1, averaged over queries i >= 1, is largest."""
+def weight_on_previous(model: AttentionModel, tokens: np.ndarray, layer: int = -1) -> np.ndarray:
+    """(H,) each head's weight on key i - 1, averaged over the queries i >= 1 of every sequence in ``tokens`` (B, L)."""
     weights = model.attention(tokens)[layer]  # (B, H, L, L)
     on_previous = np.diagonal(weights, offset=-1, axis1=-2, axis2=-1)  # (B, H, L - 1): entries (i, i - 1)
-    return int(on_previous.mean(axis=(0, 2)).argmax())
+    return on_previous.mean(axis=(0, 2))
+
+
+def training_length_tokens() -> np.ndarray:
+    """(HEAD_SEQUENCES, TRAIN_LENGTH) previous-token sequences at the length every stored model was trained on."""
+    tokens, _ = TASKS["previous"].sample(HEAD_SEQUENCES, catalog.TRAIN_LENGTH, np.random.default_rng(HEAD_SEED))
+    return tokens
+
+
+def previous_token_head(model: AttentionModel, layer: int = -1) -> int:
+    """The head of ``layer`` (default: the last) with the most weight on key i - 1 at the training length.
+
+    The weight is averaged over the queries of HEAD_SEQUENCES sequences of the training length
+    (:func:`training_length_tokens`). The head is chosen there, once, and kept when the model is
+    read at other lengths, where another head may happen to look more like a previous-token head.
+    """
+    return int(weight_on_previous(model, training_length_tokens(), layer).argmax())
 
 
 def exclusion_effects(model: AttentionModel, tokens: np.ndarray, *, head: int, query: int,
@@ -107,10 +125,13 @@ class Interpretation:
 
 
 def interpret(model: AttentionModel, tokens: np.ndarray, query: int) -> Interpretation:
-    """The previous-token head's weights at ``query`` against the exclusion effects (one-layer model)."""
+    """The previous-token head's weights at ``query`` against the exclusion effects (one-layer model).
+
+    The head is the one chosen at the training length (:func:`previous_token_head`), whatever ``tokens`` are.
+    """
     if model.n_layers != 1:
         raise ValueError(f"this comparison reads one layer; the model has {model.n_layers}")
-    head = previous_token_head(model, tokens)
+    head = previous_token_head(model)
     weights = model.attention(tokens)[0][0, head, query]  # (L,)
     effects = exclusion_effects(model, tokens, head=head, query=query)
     return Interpretation(tokens=tokens[0], head=head, query=query, weights=weights, effects=effects,
@@ -134,7 +155,7 @@ class Result:
     settings: Settings
     accuracy: float | None  # measured on 512 sequences; None when the model refuses the length
     refusal: str  # the model's error message when it refuses, else ""
-    head: int  # in the last layer
+    head: int  # in the last layer, chosen at the training length
     weights: np.ndarray | None  # (L, L) that head's weights on the example sequence
     allowed: np.ndarray | None  # (L, L) True where a key may be attended to
 
@@ -145,12 +166,23 @@ def _model(name: str) -> AttentionModel:
 
 
 @cache
-def _recorded() -> dict[str, dict]:
-    return catalog.recorded()
+def _head(name: str) -> int:
+    model = _model(name)
+    return previous_token_head(model, model.n_layers - 1)
+
+
+@cache
+def _accuracy(name: str, length: int) -> float:
+    """Measured on the stored checkpoint, as notebook 06's tables are (the first call takes a fraction of a second)."""
+    return accuracy(_model(name), TASKS[catalog.spec(name).task], length=length, n=catalog.EVAL_SEQUENCES)
 
 
 def compute(settings: Settings) -> Result:
-    """The recorded accuracy at this length, and the last layer's previous-token head on the example sequence."""
+    """The accuracy measured at this length, and the last layer's previous-token head on the example sequence.
+
+    The head is chosen at the training length and kept at every length, so a longer input shows
+    what happens to the head that does the task, not which head looks most like it there.
+    """
     if settings.model not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}, got {settings.model!r}")
     if settings.length not in LENGTHS:
@@ -162,12 +194,11 @@ def compute(settings: Settings) -> Result:
         model.check_tokens(tokens)
     except IndexError as refusal:
         return Result(settings, None, str(refusal), 0, None, None)
-    accuracy = _recorded()[name]["accuracy"][str(settings.length)]
     layer = model.n_layers - 1  # the last layer, where the answer is read from
-    head = previous_token_head(model, tokens, layer)
+    head = _head(name)
     weights = model.attention(tokens)[layer][0, head]  # (L, L)
     allowed = np.tril(np.ones(weights.shape, bool)) if model.causal else None
-    return Result(settings, accuracy, "", head, weights, allowed)
+    return Result(settings, _accuracy(name, settings.length), "", head, weights, allowed)
 
 
 def describe(result: Result) -> str:
@@ -177,8 +208,9 @@ def describe(result: Result) -> str:
         return f"{s.model} at length {s.length} ({times}x training): refused. {result.refusal}"
     on_previous = float(np.diagonal(result.weights, offset=-1).mean())
     return (f"{s.model} at length {s.length} ({times}x training): accuracy {result.accuracy:.3f} "
-            f"(uniform guessing {TASKS['previous'].chance():.3f}); head {result.head} puts on average "
-            f"{on_previous:.2f} of each query's weight on the key just before it")
+            f"(uniform guessing {TASKS['previous'].chance():.3f}); head {result.head}, chosen at length "
+            f"{catalog.TRAIN_LENGTH}, puts on average {on_previous:.2f} of each query's weight on the key just "
+            "before it")
 
 
 def alt_text(result: Result) -> str:
