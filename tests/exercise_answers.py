@@ -662,32 +662,38 @@ def polarity_inverted(attention_fn):
 
 
 def order_roll(layer, x):
-    perm = np.roll(np.arange(len(x)), 1)
-    return not np.allclose(layer(x[perm]), layer(x)[perm])
+    perm = np.roll(np.arange(x.shape[1]), 1)
+    return not np.allclose(layer(x[:, perm]), layer(x)[:, perm])
 
 
 def order_several(layer, x):
     rng = np.random.default_rng(3)
     base = layer(x)
     for _ in range(4):
-        perm = rng.permutation(len(x))
-        if np.abs(layer(x[perm]) - base[perm]).max() > 1e-8:
+        perm = rng.permutation(x.shape[1])
+        if np.abs(layer(x[:, perm]) - base[:, perm]).max() > 1e-8:
             return True
     return False
 
 
 def order_flip(layer, x):
-    return not np.allclose(np.flip(layer(np.flip(x, axis=0)), axis=0), layer(x), atol=1e-10)
+    return not np.allclose(np.flip(layer(np.flip(x, axis=1)), axis=1), layer(x), atol=1e-10)
 
 
 def order_not_undone(layer, x):
-    perm = np.roll(np.arange(len(x)), 1)
-    return not np.allclose(layer(x[perm]), layer(x))
+    perm = np.roll(np.arange(x.shape[1]), 1)
+    return not np.allclose(layer(x[:, perm]), layer(x))
 
 
 def order_exact(layer, x):
-    perm = np.roll(np.arange(len(x)), 1)
-    return not np.array_equal(layer(x[perm]), layer(x)[perm])
+    perm = np.roll(np.arange(x.shape[1]), 1)
+    return not np.array_equal(layer(x[:, perm]), layer(x)[:, perm])
+
+
+def order_batch_axis(layer, x):
+    """The lesson's one-sequence test used as is: x[perm] reorders the sequences of the batch."""
+    perm = np.random.default_rng(5).permutation(len(x))
+    return not np.allclose(layer(x[perm]), layer(x)[perm])
 
 
 # --- alibi_slopes ---------------------------------------------------------------------------------
@@ -1090,6 +1096,7 @@ WRONG = [
     ("mask_polarity", "polarity_read_inverted", polarity_inverted),
     ("is_order_sensitive", "permutation_not_undone", order_not_undone),
     ("is_order_sensitive", "order_exact_equality", order_exact),
+    ("is_order_sensitive", "sequences_reordered", order_batch_axis),
     ("alibi_slopes", "alibi_off_by_one_head", alibi_from_zero),
     ("alibi_slopes", "alibi_wrong_base", alibi_base_e),
     ("alibi_slopes", "alibi_sign_confused", alibi_negative),

@@ -215,26 +215,31 @@ APPLY_ROPE = Exercise(
 )
 
 
-# --- is_order_sensitive: pairs with the same content in a different order ------------------------
+# --- is_order_sensitive: a library-shaped layer, batch first ------------------------------------
+#
+# The layers take a batch of sequences, (batch, n, d), as torch's nn.MultiheadAttention with
+# batch_first=True, Keras and Flax do, and mix their two heads with an output projection W_o. The
+# tokens of a sequence are on axis 1; axis 0 holds independent sequences.
 
 _ORDER_TEXT = {
-    "plain": "self-attention with no position and no mask",
-    "rowwise": "a layer that transforms each row on its own",
-    "sinusoidal": "self-attention with sinusoidal positions added to the input",
-    "learned": "self-attention with learned positions added to the input",
-    "causal": "self-attention with a causal mask and no position",
-    "rope": "self-attention with RoPE on queries and keys",
+    "plain": "two-head self-attention with no position and no mask",
+    "rowwise": "a layer that transforms each token on its own",
+    "sinusoidal": "two-head self-attention with sinusoidal positions added to the input",
+    "learned": "two-head self-attention with learned positions added to the input",
+    "causal": "two-head self-attention with a causal mask and no position",
+    "rope": "two-head self-attention with RoPE on queries and keys",
 }
 ORDER_BLIND = frozenset({"plain", "rowwise"})
 
 
-def _order_case(kind: str, seed: int, n: int, d: int) -> Case:
+def _order_case(kind: str, seed: int, batch: int, n: int, d: int) -> Case:
     mask = "causal" if kind == "causal" else "none"
     position = {"plain": "none", "causal": "none"}.get(kind, kind)
-    x = np.random.default_rng(seed + 1).normal(size=(n, d))  # (n, d)
+    x = np.random.default_rng(seed + 1).normal(size=(batch, n, d))  # (batch, n, d)
     tags = {kind, "blind" if kind in ORDER_BLIND else "sensitive"}
-    return Case("", f"{_ORDER_TEXT[kind]}, x of shape ({n}, {d})",
-                 (probe("layer", d=d, seed=seed, mask=mask, position=position), x), frozenset(tags))
+    return Case("", f"{_ORDER_TEXT[kind]}, x of shape ({batch}, {n}, {d})",
+                 (probe("layer", d=d, seed=seed, mask=mask, position=position, batch_first=True), x),
+                 frozenset(tags))
 
 
 def _permutations(n: int, count: int = 3) -> list[np.ndarray]:
@@ -245,29 +250,30 @@ def _permutations(n: int, count: int = 3) -> list[np.ndarray]:
 
 
 def order_sensitive_reference(layer: str, x: np.ndarray) -> bool:
-    """True when layer(x[p]) differs from layer(x)[p] (beyond rounding) for some permutation p."""
+    """True when layer(x[:, p]) differs from layer(x)[:, p] (beyond rounding) for some permutation p
+    of the tokens (axis 1)."""
     fn = build_probe(layer)
-    base = fn(x)  # (n, d)
-    return any(not np.allclose(fn(x[p]), base[p], rtol=1e-7, atol=1e-9) for p in _permutations(x.shape[0]))
+    base = fn(x)  # (batch, n, d)
+    return any(not np.allclose(fn(x[:, p]), base[:, p], rtol=1e-7, atol=1e-9) for p in _permutations(x.shape[1]))
 
 
 def _order_exact(layer: str, x: np.ndarray) -> bool:
     fn = build_probe(layer)
     base = fn(x)
-    return any(not np.array_equal(fn(x[p]), base[p]) for p in _permutations(x.shape[0]))
+    return any(not np.array_equal(fn(x[:, p]), base[:, p]) for p in _permutations(x.shape[1]))
 
 
 def _rowwise_called_sensitive(records: Sequence[Record]) -> bool:
-    """A row-by-row layer called order-sensitive: its outputs are exactly the permuted ones, so only a
+    """A token-by-token layer called order-sensitive: its outputs are exactly the permuted ones, so only a
     comparison that does not undo the permutation sees a difference (no tolerance is too tight)."""
     return any(r.got is True for r in records if "rowwise" in r.case.tags)
 
 
 def _not_unpermuted(records: Sequence[Record]) -> list[str]:
-    """The order-blind layers called sensitive, when a row-by-row layer is one of them.
+    """The order-blind layers called sensitive, when a token-by-token layer is one of them.
 
     A permutation the answer draws may leave some x unchanged (the identity), and then that case
-    comes out right; the row-by-row layer called sensitive is the evidence, whatever the others say.
+    comes out right; the token-by-token layer called sensitive is the evidence, whatever the others say.
     """
     if not _rowwise_called_sensitive(records):
         return []
@@ -284,17 +290,25 @@ def _exact_not_unpermuted(detect: DetectFn) -> DetectFn:
     return exact
 
 
+def _all_called_blind(records: Sequence[Record]) -> list[str]:
+    """Every layer called order-blind, those with a position or a mask included: what reordering the
+    sequences of the batch (axis 0) gives, since a layer treats each sequence on its own."""
+    if any(r.got is not False for r in records):
+        return []
+    return [r.case.id for r in records if "sensitive" in r.case.tags]
+
+
 def order_public() -> list[Case]:
     return numbered([
-        _order_case("plain", 31, 5, 4),
-        _order_case("rowwise", 32, 4, 4),
-        _order_case("sinusoidal", 33, 5, 6),
-        _order_case("causal", 34, 4, 4),
-        _order_case("rope", 35, 6, 4),
+        _order_case("plain", 31, 3, 5, 4),
+        _order_case("rowwise", 32, 2, 4, 8),
+        _order_case("sinusoidal", 33, 3, 5, 8),
+        _order_case("causal", 34, 2, 4, 4),
+        _order_case("rope", 35, 3, 6, 4),
     ])
 
 
-HIDDEN_ORDER_SHAPE = (7, 6)  # n, d of every hidden x: its shape says nothing of the layer's kind
+HIDDEN_ORDER_SHAPE = (3, 7, 8)  # batch, n, d of every hidden x: its shape says nothing of the layer's kind
 
 
 def order_hidden(rng: np.random.Generator) -> list[Case]:
@@ -309,7 +323,7 @@ def order_hidden(rng: np.random.Generator) -> list[Case]:
 IS_ORDER_SENSITIVE = Exercise(
     name="is_order_sensitive",
     notebook=NOTEBOOK,
-    signature="is_order_sensitive(layer, x) -> bool",
+    signature="is_order_sensitive(layer, x) -> bool, x of shape (batch, n, d)",
     points=2,
     reference=order_sensitive_reference,
     output=BoolOutput(),
@@ -317,11 +331,20 @@ IS_ORDER_SENSITIVE = Exercise(
     hidden=order_hidden,
     diagnoses=(
         DiagnosisSpec(
+            "sequences_reordered", "The sequences of the batch reordered, not the tokens",
+            "The answer calls every layer order-blind, even those with positions or a causal mask. "
+            "That is what reordering axis 0 gives: it holds the independent sequences of the batch, "
+            "and a layer treats each sequence on its own, so their order never matters. The tokens of "
+            "a sequence are on axis 1.",
+            "Permute axis 1: x[:, p], and compare layer(x[:, p]) with layer(x)[:, p].",
+            "permutation", _all_called_blind,
+        ),
+        DiagnosisSpec(
             "permutation_not_undone", "Outputs compared without undoing the permutation",
-            "The answer calls order-blind layers order-sensitive, even one that transforms each row on its "
-            "own: layer(x[p]) was compared with layer(x), whose rows are in the other order. Those differ "
-            "for every layer, order-blind or not.",
-            "Compare layer(x[p]) with layer(x)[p]: an order-blind layer moves its outputs with its "
+            "The answer calls order-blind layers order-sensitive, even one that transforms each token on "
+            "its own: layer(x[:, p]) was compared with layer(x), whose tokens are in the other order. Those "
+            "differ for every layer, order-blind or not.",
+            "Compare layer(x[:, p]) with layer(x)[:, p]: an order-blind layer moves its outputs with its "
             "inputs, so the two are equal up to rounding.",
             "permutation", _not_unpermuted,
         ),
@@ -330,11 +353,11 @@ IS_ORDER_SENSITIVE = Exercise(
             "Plain self-attention is called order-sensitive: after a permutation it adds the same "
             "numbers in another order, so its outputs differ from the permuted ones by rounding "
             "(about 1e-16), and an exact comparison counts that.",
-            "Compare with a tolerance: np.allclose(layer(x[p]), layer(x)[p]).",
+            "Compare with a tolerance: np.allclose(layer(x[:, p]), layer(x)[:, p]).",
             "same-words", _exact_not_unpermuted(matches_model(_order_exact, tags=["plain"])),
         ),
     ),
-    stub_hint="permute the rows of x, run the layer, undo the permutation, compare with a tolerance",
+    stub_hint="reorder the tokens of every sequence, run the layer, undo the reordering, compare with a tolerance",
 )
 
 

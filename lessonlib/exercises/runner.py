@@ -293,7 +293,7 @@ def _probe_function(kind: str, impl: Any) -> Any:
     if kind == "layer":
 
         def layer(x: np.ndarray) -> np.ndarray:
-            """(length, d_model) -> (length, d_model)."""
+            """(length, d_model) -> (length, d_model), or (batch, length, d_model) for a batch-first layer."""
             return impl(x)
 
         return layer
@@ -332,7 +332,8 @@ def call_probe(description: str, arrays: list[np.ndarray]) -> np.ndarray:
             raise ValueError(f"the probe takes inputs of at most {MAX_PROBE_ELEMENTS:,} numbers while grading, "
                              f"got an array of shape {a.shape}")
     kind = probe_fields(description)["kind"]
-    if kind == "layer" and arrays and arrays[0].ndim >= 1 and arrays[0].shape[0] > MAX_PROBE_LENGTH:
+    if kind == "layer" and arrays and arrays[0].ndim >= 1 and arrays[0].shape[-2 if arrays[0].ndim >= 2 else 0] \
+            > MAX_PROBE_LENGTH:
         raise ValueError(f"the layer takes at most {MAX_PROBE_LENGTH} positions while grading")
     if kind == "attention" and len(arrays) == 4 and min(arrays[0].ndim, arrays[1].ndim) >= 2 \
             and math.prod(arrays[0].shape[:-1]) * arrays[1].shape[-2] > MAX_PROBE_ELEMENTS * 16:
@@ -362,17 +363,24 @@ class ProbeLayer:
     every query also sees the last position), "early" (causal, and query 0 also sees key 1).
     position: "none", "sinusoidal" or "learned" (added to the input), "rope" (queries and keys
     rotated), or "rowwise" (no attention at all: tanh(x W) row by row).
+    batch_first: the shape libraries use instead, ``(batch, n, d) -> (batch, n, d)``, each sequence
+    on its own, with two heads of width d/2 and an output projection W_o (d a multiple of 4).
     """
 
-    def __init__(self, d: int, seed: int, mask: str = "none", position: str = "none") -> None:
-        if mask not in LAYER_MASKS or position not in LAYER_POSITIONS or int(d) % 2:
-            raise ValueError(f"unknown layer mask {mask!r} or position {position!r}, or odd width {d}")
-        self.d, self.mask, self.position = int(d), mask, position
+    def __init__(self, d: int, seed: int, mask: str = "none", position: str = "none",
+                 batch_first: bool = False) -> None:
+        if mask not in LAYER_MASKS or position not in LAYER_POSITIONS or int(d) % (4 if batch_first else 2):
+            raise ValueError(f"unknown layer mask {mask!r} or position {position!r}, or width {d} not "
+                             f"a multiple of {4 if batch_first else 2}")
+        self.d, self.mask, self.position, self.batch_first = int(d), mask, position, bool(batch_first)
         rng = np.random.default_rng(int(seed))
         self._w = rng.normal(size=(3, self.d, self.d)) / math.sqrt(self.d)  # (3, d, d): W_q, W_k, W_v
         self._table = rng.normal(size=(64, self.d))  # (64, d) learned positions
+        self._w_o = rng.normal(size=(self.d, self.d)) / math.sqrt(self.d) if batch_first else None  # (d, d)
 
     def __repr__(self) -> str:
+        if self.batch_first:
+            return f"<layer: (batch, n, {self.d}) -> (batch, n, {self.d})>"
         return f"<layer: (n, {self.d}) -> (n, {self.d})>"
 
     def _allowed(self, n: int) -> np.ndarray:
@@ -386,8 +394,37 @@ class ProbeLayer:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
+        if self.batch_first:
+            if x.ndim != 3 or x.shape[2] != self.d:
+                raise ValueError(f"this layer takes x of shape (batch, length, {self.d}), got {x.shape}")
+            return np.stack([self._sequence(seq) for seq in x])  # (batch, n, d), each sequence on its own
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValueError(f"this layer takes x of shape (length, {self.d}), got {x.shape}")
+        return self._sequence(x)
+
+    def _heads(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """(n, d) queries, keys, values -> (n, d): one head, or two of width d/2 joined and projected."""
+        if not self.batch_first:
+            return self._attend(q, k, v)
+        half = self.d // 2
+        heads = [self._attend(q[:, s], k[:, s], v[:, s]) for s in (slice(0, half), slice(half, None))]
+        return np.concatenate(heads, axis=1) @ self._w_o  # (n, d)
+
+    def _attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """One head: (n, d_h) each -> (n, d_h)."""
+        n, d_h = q.shape
+        if self.position == "rope":
+            q, k = _rotate(q), _rotate(k)
+        out = np.zeros((n, v.shape[1]))
+        allowed = self._allowed(n)
+        for i in range(n):  # one query at a time: row i reads only the keys it may see
+            keys = np.flatnonzero(allowed[i])
+            w = _softmax_rows(k[keys] @ q[i] / math.sqrt(d_h))  # (n_allowed,)
+            out[i] = w @ v[keys]
+        return out
+
+    def _sequence(self, x: np.ndarray) -> np.ndarray:
+        """One sequence (n, d) -> (n, d)."""
         n = x.shape[0]
         if self.position == "rowwise":
             return np.tanh(np.stack([row @ self._w[0] for row in x]))  # (n, d), each row on its own
@@ -402,14 +439,7 @@ class ProbeLayer:
                 raise ValueError(f"this layer has learned positions for at most {len(self._table)} tokens")
             h = x + self._table[:n]
         q, k, v = h @ self._w[0], h @ self._w[1], h @ self._w[2]  # (n, d) each
-        if self.position == "rope":
-            q, k = _rotate(q), _rotate(k)
-        out = np.zeros((n, self.d))
-        allowed = self._allowed(n)
-        for i in range(n):  # one query at a time: row i reads only the keys it may see
-            keys = np.flatnonzero(allowed[i])
-            w = _softmax_rows(k[keys] @ q[i] / math.sqrt(self.d))  # (n_allowed,)
-            out[i] = w @ v[keys]
+        out = self._heads(q, k, v)  # (n, d)
         if self.mask == "causal-rounding":
             total = float(x.sum())  # depends on every position, the future included
             out = (out + total) - total
