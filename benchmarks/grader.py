@@ -104,7 +104,7 @@ def tiled_attention(query, key, value, block_size):
     return acc / denom[..., None]
 ''',
     "leaks_future": '''
-def leaks_future(layer, length, d_model):
+def leaks_future(layer, length, n_queries, d_model):
     x = np.random.default_rng(0).normal(size=(length, d_model))
     changed = x.copy()
     changed[-1] += 1.0  # only the last token is ever changed
@@ -112,8 +112,8 @@ def leaks_future(layer, length, d_model):
 ''',
     "mask_polarity": '''
 def mask_polarity(attention_fn):
-    out = attention_fn(np.zeros((1, 2)), np.zeros((2, 2)), np.eye(2), np.array([[True, False]]))
-    return "blocked" if out[0, 0] > out[0, 1] else "attend"  # the reading inverted
+    out = attention_fn(np.zeros((1, 1, 2)), np.zeros((1, 2, 2)), np.eye(2)[None], np.array([[0.0, -np.inf]]))
+    return "attend" if out[0, 0, 0] < 1e-3 else "additive"  # 0 and -inf cannot tell additive from blocked
 ''',
     "is_order_sensitive": '''
 def is_order_sensitive(layer, x):

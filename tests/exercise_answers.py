@@ -555,72 +555,89 @@ def tiled_full_float32(query, key, value, block_size):
 # --- leaks_future ---------------------------------------------------------------------------------
 
 
-def leaks_loop(layer, length, d_model):
+def leaks_loop(layer, length, n_queries, d_model):
     x = np.random.default_rng(0).normal(size=(length, d_model))
+    first = length - n_queries  # the position of output row 0
     base = layer(x)
-    for t in range(1, length):
+    for t in range(first + 1, length):
         changed = x.copy()
         changed[t] += 1.0
-        if not np.allclose(layer(changed)[:t], base[:t]):
+        if not np.allclose(layer(changed)[:t - first], base[:t - first]):
             return True
     return False
 
 
-def leaks_max_difference(layer, length, d_model):
+def leaks_max_difference(layer, length, n_queries, d_model):
     rng = np.random.default_rng(7)
     x = rng.normal(size=(length, d_model))
+    positions = np.arange(length - n_queries, length)  # (n_queries,): the position of each output row
     base = layer(x)
     for t in range(length - 1, 0, -1):
         changed = np.array(x)
         changed[t] = rng.normal(size=d_model) * 3
-        if np.abs(layer(changed)[:t] - base[:t]).max() > 1e-6:
+        before = positions < t
+        if before.any() and np.abs(layer(changed)[before] - base[before]).max() > 1e-6:
             return True
     return False
 
 
-def leaks_every_pair(layer, length, d_model):
+def leaks_every_pair(layer, length, n_queries, d_model):
     x = np.ones((length, d_model)) + np.arange(length)[:, None] * 0.1
     base = layer(x)
+    positions = np.arange(length)[-n_queries:]
     leaks = []
     for t in range(length):
         changed = x.copy()
         changed[t] = -changed[t]
-        moved = ~np.isclose(layer(changed), base).all(axis=-1)  # (length,) which outputs moved
-        leaks.append(bool(moved[:t].any()))
+        moved = ~np.isclose(layer(changed), base).all(axis=-1)  # (n_queries,) which outputs moved
+        leaks.append(bool(moved[positions < t].any()))
     return any(leaks)
 
 
-def leaks_only_last(layer, length, d_model):
+def leaks_only_last(layer, length, n_queries, d_model):
     x = np.random.default_rng(0).normal(size=(length, d_model))
     changed = x.copy()
     changed[-1] += 1.0
     return not np.allclose(layer(changed)[:-1], layer(x)[:-1])
 
 
-def leaks_last_output(layer, length, d_model):
+def leaks_last_output(layer, length, n_queries, d_model):
     x = np.random.default_rng(0).normal(size=(length, d_model))
     changed = x.copy()
     changed[-1] += 1.0
     return not np.allclose(layer(changed)[-1], layer(x)[-1])
 
 
-def leaks_exact(layer, length, d_model):
+def leaks_rows_as_positions(layer, length, n_queries, d_model):
     x = np.random.default_rng(0).normal(size=(length, d_model))
     base = layer(x)
     for t in range(1, length):
         changed = x.copy()
         changed[t] += 1.0
-        if (layer(changed)[:t] != base[:t]).any():
+        if not np.allclose(layer(changed)[:t], base[:t]):  # row r taken for position r
             return True
     return False
 
 
-def leaks_in_place(layer, length, d_model):
+def leaks_exact(layer, length, n_queries, d_model):
     x = np.random.default_rng(0).normal(size=(length, d_model))
-    for t in range(1, length):
+    first = length - n_queries
+    base = layer(x)
+    for t in range(first + 1, length):
+        changed = x.copy()
+        changed[t] += 1.0
+        if (layer(changed)[:t - first] != base[:t - first]).any():
+            return True
+    return False
+
+
+def leaks_in_place(layer, length, n_queries, d_model):
+    x = np.random.default_rng(0).normal(size=(length, d_model))
+    first = length - n_queries
+    for t in range(first + 1, length):
         changed = x  # not a copy
         changed[t] += 1.0
-        if not np.allclose(layer(changed)[:t], layer(x)[:t]):
+        if not np.allclose(layer(changed)[:t - first], layer(x)[:t - first]):
             return True
     return False
 
@@ -629,33 +646,67 @@ def leaks_in_place(layer, length, d_model):
 
 
 def polarity_zeros(attention_fn):
-    query, key = np.zeros((1, 2)), np.zeros((3, 2))
-    weights = attention_fn(query, key, np.eye(3), np.array([[True, False, False]]))[0]  # (3,)
-    return "attend" if weights[0] > 0.5 else "blocked"
+    query, key = np.zeros((1, 1, 2)), np.zeros((1, 3, 2))
+    key_mask = np.array([[0.0, 1.0, -np.inf]])  # (B, S)
+    w = np.asarray(attention_fn(query, key, np.eye(3)[None], key_mask), dtype=float)[0, 0]  # (3,)
+    if w[0] < 1e-3:
+        return "attend"
+    return "blocked" if w[1] < 1e-3 else "additive"
 
 
 def polarity_compare_values(attention_fn):
-    value = np.array([[1.0], [100.0]])
-    out = attention_fn(np.zeros((1, 4)), np.zeros((2, 4)), value, np.array([True, False]))
-    return "attend" if abs(float(out[0, 0]) - 1.0) < 0.5 else "blocked"
+    value = np.array([[[1.0], [100.0]]])  # (1, 2, 1)
+    out = attention_fn(np.zeros((1, 1, 4)), np.zeros((1, 2, 4)), value, np.array([[0.0, 2.0]]))
+    got = float(out[0, 0, 0])
+    if abs(got - 100.0) < 0.5:
+        return "attend"
+    if abs(got - 1.0) < 0.5:
+        return "blocked"
+    return "additive"
 
 
 def polarity_two_rows(attention_fn):
-    mask = np.array([[True, True, False, False], [False, False, True, True]])
-    w = np.asarray(attention_fn(np.zeros((2, 3)), np.zeros((4, 3)), np.eye(4), mask), dtype=float)
-    on_true = w[mask].sum()
-    return "attend" if on_true > w[~mask].sum() else "blocked"
+    key_mask = np.array([[0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]])  # two sequences, (2, 4)
+    w = np.asarray(attention_fn(np.zeros((2, 1, 3)), np.zeros((2, 4, 3)), np.tile(np.eye(4), (2, 1, 1)),
+                                key_mask), dtype=float)[:, 0]  # (2, 4)
+    nonzero = key_mask != 0
+    if (w[~nonzero] < 1e-3).all():
+        return "attend"
+    if (w[nonzero] < 1e-3).all():
+        return "blocked"
+    return "additive"
 
 
 def polarity_random(attention_fn):
     rng = np.random.default_rng(0)
-    mask = np.array([[True, True, False, False]])
-    w = np.asarray(attention_fn(rng.normal(size=(1, 4)), rng.normal(size=(4, 4)), np.eye(4), mask), dtype=float)
-    return "attend" if (w[mask] > 1e-3).all() else "blocked"
+    key_mask = np.array([[0.0, 0.0, 1.0, 1.0]])
+    w = np.asarray(attention_fn(rng.normal(size=(1, 1, 4)), rng.normal(size=(1, 4, 4)), np.eye(4)[None],
+                                key_mask), dtype=float)[0, 0]
+    zero_kept = (w[:2] > 1e-3).all()
+    one_kept = (w[2:] > 1e-3).all()
+    if one_kept and not zero_kept:
+        return "attend"
+    if zero_kept and not one_kept:
+        return "blocked"
+    return "additive"
 
 
 def polarity_inverted(attention_fn):
-    return {"attend": "blocked", "blocked": "attend"}[polarity_zeros(attention_fn)]
+    return {"attend": "blocked", "blocked": "attend", "additive": "additive"}[polarity_zeros(attention_fn)]
+
+
+def polarity_minus_inf(attention_fn):
+    key_mask = np.array([[0.0, -np.inf]])  # 0 and -inf only
+    w = np.asarray(attention_fn(np.zeros((1, 1, 2)), np.zeros((1, 2, 2)), np.eye(2)[None], key_mask),
+                   dtype=float)[0, 0]
+    return "attend" if w[0] < 1e-3 else "additive"
+
+
+def polarity_larger_weight(attention_fn):
+    key_mask = np.array([[0.0, 1.0]])
+    w = np.asarray(attention_fn(np.zeros((1, 1, 2)), np.zeros((1, 2, 2)), np.eye(2)[None], key_mask),
+                   dtype=float)[0, 0]
+    return "attend" if w[1] > w[0] else "blocked"  # the key with more weight taken for the allowed one
 
 
 # --- is_order_sensitive ---------------------------------------------------------------------------
@@ -1092,8 +1143,11 @@ WRONG = [
     ("leaks_future", "compares_last_output", leaks_last_output),
     ("leaks_future", "exact_float_equality", leaks_exact),
     ("leaks_future", "input_changed_in_place", leaks_in_place),
+    ("leaks_future", "output_rows_as_positions", leaks_rows_as_positions),
     ("mask_polarity", "polarity_from_random_inputs", polarity_random),
     ("mask_polarity", "polarity_read_inverted", polarity_inverted),
+    ("mask_polarity", "additive_blocked_alike", polarity_minus_inf),
+    ("mask_polarity", "additive_called_attend", polarity_larger_weight),
     ("is_order_sensitive", "permutation_not_undone", order_not_undone),
     ("is_order_sensitive", "order_exact_equality", order_exact),
     ("is_order_sensitive", "sequences_reordered", order_batch_axis),

@@ -55,7 +55,7 @@ def _hidden_state(fn):
 
 SNOOPING_ANSWERS = {
     "leaks_future": SNOOP + '''
-def leaks_future(layer, length, d_model):
+def leaks_future(layer, length, n_queries, d_model):
     state = _hidden_state(layer)
     return None if state is None else state["mask"] in ("none", "inverted", "next", "last", "early")
 ''',
@@ -76,11 +76,11 @@ def is_order_sensitive(layer, x):
 COUNTER = '''
 import os
 
-_ORDER = [False, True, False, True, True] + [False, False, True, True, True, True, True]
-_PUBLIC = 5
+_ORDER = [False, False, True, False, True, True] + [False, True, False, False, True, True, True, True, True]
+_PUBLIC = 6
 _calls = []
 
-def leaks_future(layer, length, d_model):
+def leaks_future(layer, length, n_queries, d_model):
     if not _calls:  # a fresh process that finds the marker runs the hidden cases
         _calls.append(_PUBLIC if os.path.exists(".public-done") else 0)
     n = _calls[0] + len(_calls) - 1

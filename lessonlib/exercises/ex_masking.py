@@ -463,7 +463,7 @@ PADDING_MASK = Exercise(
 )
 
 
-# --- leaks_future: the causality test, written by the learner -----------------------------------
+# --- leaks_future: the causality test, for a step that decodes with a cache ---------------------
 
 LEAKING_MASKS = frozenset({"none", "inverted", "next", "last", "early"})
 _LAYER_TEXT = {
@@ -471,35 +471,44 @@ _LAYER_TEXT = {
     "none": "a layer with no mask", "inverted": "a layer with an inverted causal mask",
     "next": "a layer whose mask is off by one (it sees the next token)",
     "last": "a causal layer that also lets every position see the last one",
-    "early": "a causal layer that lets position 0 see position 1",
+    "early": "a causal layer that lets its first returned position see the one after it",
 }
 
 
-def _layer_case(mask: str, seed: int, length: int, d_model: int) -> Case:
-    tags = {"leaks" if mask in LEAKING_MASKS else "causal", mask}
-    return Case("", f"{_LAYER_TEXT[mask]}, length {length}, d_model {d_model}",
-                (probe("layer", d=d_model, seed=seed, mask=mask), length, d_model), frozenset(tags))
+def _layer_case(mask: str, seed: int, length: int, n_queries: int, d_model: int) -> Case:
+    shape = "square" if n_queries == length else "cache"
+    tags = {"leaks" if mask in LEAKING_MASKS else "causal", mask, shape}
+    returned = "every position" if shape == "square" else f"the last {n_queries} positions"
+    return Case("", f"{_LAYER_TEXT[mask]}, length {length}, returns {returned}, d_model {d_model}",
+                (probe("layer", d=d_model, seed=seed, mask=mask, queries=n_queries), length, n_queries, d_model),
+                frozenset(tags))
 
 
 def _probe_input(length: int, d_model: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(length, d_model))  # (length, d_model)
 
 
-def leaks_future_reference(layer: str, length: int, d_model: int) -> bool:
-    """True when changing the input at some position t moves an output at a position before t."""
+def leaks_future_reference(layer: str, length: int, n_queries: int, d_model: int) -> bool:
+    """True when changing the input at some position t moves a returned output at a position before t.
+
+    Output row r is position length - n_queries + r, so the rows before position t are the first
+    t - (length - n_queries) of them.
+    """
     fn = build_probe(layer)
     rng = np.random.default_rng(1)
     x = _probe_input(length, d_model)
-    base = fn(x)  # (length, d_model)
-    for t in range(1, length):
+    first = length - n_queries  # position of output row 0
+    base = fn(x)  # (n_queries, d_model)
+    for t in range(first + 1, length):  # a change before the first returned position has no earlier row
         changed = x.copy()
         changed[t] += rng.normal(size=d_model)
-        if not np.allclose(fn(changed)[:t], base[:t], rtol=1e-7, atol=1e-9):
+        rows = t - first  # output rows at positions first .. t - 1
+        if not np.allclose(fn(changed)[:rows], base[:rows], rtol=1e-7, atol=1e-9):
             return True
     return False
 
 
-def _perturb_last_only(layer: str, length: int, d_model: int) -> bool:
+def _perturb_last_only(layer: str, length: int, n_queries: int, d_model: int) -> bool:
     fn = build_probe(layer)
     x = _probe_input(length, d_model)
     changed = x.copy()
@@ -507,14 +516,28 @@ def _perturb_last_only(layer: str, length: int, d_model: int) -> bool:
     return not np.allclose(fn(changed)[:-1], fn(x)[:-1])
 
 
-def _compare_exactly(layer: str, length: int, d_model: int) -> bool:
+def _compare_exactly(layer: str, length: int, n_queries: int, d_model: int) -> bool:
+    fn = build_probe(layer)
+    x = _probe_input(length, d_model)
+    first = length - n_queries
+    base = fn(x)
+    for t in range(first + 1, length):
+        changed = x.copy()
+        changed[t] += 1.0
+        if not np.array_equal(fn(changed)[:t - first], base[:t - first]):
+            return True
+    return False
+
+
+def _rows_as_positions(layer: str, length: int, n_queries: int, d_model: int) -> bool:
+    """Row r read as position r: after a change at t, the first t rows are compared."""
     fn = build_probe(layer)
     x = _probe_input(length, d_model)
     base = fn(x)
     for t in range(1, length):
         changed = x.copy()
         changed[t] += 1.0
-        if not np.array_equal(fn(changed)[:t], base[:t]):
+        if not np.allclose(fn(changed)[:t], base[:t]):
             return True
     return False
 
@@ -531,33 +554,46 @@ def _always(answer: bool, tag: str, expected: bool):
     return detect
 
 
+def _causal_cache_called_leaky(records: Sequence[Record]) -> list[str]:
+    """Right on every layer that returns every position, and calls causal cache steps leaky."""
+    square = [r for r in records if "square" in r.case.tags]
+    if not square or not all(r.passed for r in square):
+        return []
+    return [r.case.id for r in records if {"cache", "causal"} <= r.case.tags and r.got is True]
+
+
 def leaks_future_public() -> list[Case]:
     return numbered([
-        _layer_case("causal", 11, 5, 4),
-        _layer_case("none", 12, 4, 4),
-        _layer_case("causal-rounding", 13, 6, 4),
-        _layer_case("early", 14, 5, 6),
-        _layer_case("last", 15, 4, 4),
+        _layer_case("causal", 11, 5, 5, 4),
+        _layer_case("causal", 16, 7, 3, 4),
+        _layer_case("none", 12, 6, 2, 4),
+        _layer_case("causal-rounding", 13, 6, 4, 4),
+        _layer_case("early", 14, 7, 3, 6),
+        _layer_case("last", 15, 5, 5, 4),
     ])
 
 
-HIDDEN_LAYER_SHAPE = (7, 6)  # length, d_model of every hidden layer: its shape says nothing of its mask
+# (mask, length, n_queries) of every hidden layer, d_model 6: two that return every position, the
+# others the last four of eight. Square and cache steps both hold causal and leaky layers.
+HIDDEN_LAYERS = (
+    ("causal", 7, 7), ("none", 7, 7), ("causal", 8, 4), ("causal-rounding", 8, 4), ("none", 8, 4),
+    ("inverted", 8, 4), ("next", 8, 4), ("last", 8, 4), ("early", 8, 4),
+)
 
 
 def leaks_future_hidden(rng: np.random.Generator) -> list[Case]:
     """One layer of each kind, in an order drawn from the seed: where a case stands says nothing.
 
-    Every seed draws the same kinds and shape; only the layers' weights and the order differ.
+    Every seed draws the same kinds and shapes; only the layers' weights and the order differ.
     """
-    masks = ["causal", "causal-rounding", "none", "inverted", "next", "last", "early"]
-    return [_layer_case(mask, int(rng.integers(1000, 10**6)), *HIDDEN_LAYER_SHAPE)
-            for mask in map(str, rng.permutation(masks))]
+    return [_layer_case(mask, int(rng.integers(1000, 10**6)), length, n_queries, 6)
+            for mask, length, n_queries in (HIDDEN_LAYERS[i] for i in rng.permutation(len(HIDDEN_LAYERS)))]
 
 
 LEAKS_FUTURE = Exercise(
     name="leaks_future",
     notebook=NOTEBOOK,
-    signature="leaks_future(layer, length, d_model) -> bool",
+    signature="leaks_future(layer, length, n_queries, d_model) -> bool",
     points=2,
     reference=leaks_future_reference,
     output=BoolOutput(),
@@ -565,19 +601,28 @@ LEAKS_FUTURE = Exercise(
     hidden=leaks_future_hidden,
     diagnoses=(
         DiagnosisSpec(
+            "output_rows_as_positions", "Output rows read as positions 0, 1, ...",
+            "The answer is right on layers that return every position and calls causal layers leaky "
+            "when they return only the last positions. Row r of the output is position "
+            "length - n_queries + r, not position r: after a change at t, the first t rows include "
+            "positions at or after t, which a causal layer may move.",
+            "Output row r is position length - n_queries + r. After changing the input at position t, "
+            "compare only the rows before t: out[:t - (length - n_queries)] (none when that is 0 or less).",
+            "alignment", _causal_cache_called_leaky,
+        ),
+        DiagnosisSpec(
             "perturbs_only_last_token", "Only the last token is changed",
             "The answer misses a leak from a position other than the last: it changes only the last "
-            "token, so a layer where position 0 can see position 1 passes as causal.",
-            "Change each position t in turn (for t in range(1, length)) and compare the outputs "
-            "before t each time.",
+            "token, so a layer whose first returned position can see the next one passes as causal.",
+            "Change each position t in turn and compare the output rows before t each time.",
             "causality-test", matches_model(_perturb_last_only),
         ),
         DiagnosisSpec(
             "compares_last_output", "The last output is compared",
             "The answer calls every layer leaky, causal ones included: the output at the last position "
             "may depend on every input, so a change there proves nothing.",
-            "After changing the input at position t, compare only the outputs at positions before t: "
-            "out[:t]. Those are the ones a causal layer must keep fixed.",
+            "After changing the input at position t, compare only the outputs at positions before t. "
+            "Those are the ones a causal layer must keep fixed.",
             "causality-test", _always(True, "causal", False),
         ),
         DiagnosisSpec(
@@ -599,18 +644,20 @@ LEAKS_FUTURE = Exercise(
             "causality-test", _always(False, "leaks", True),
         ),
     ),
-    stub_hint="change one later input at a time and compare the earlier outputs, with a tolerance",
+    stub_hint="change one input at a time and compare the output rows of earlier positions, with a tolerance",
 )
 
 
-# --- mask_polarity: probe a library's convention with a tiny case --------------------------------
+# --- mask_polarity: probe what the numbers of a key-padding mask mean -----------------------------
+
+CONVENTIONS = ("attend", "blocked", "additive")
 
 
 def _attention_case(polarity: str, scale: float, dtype: str, empty: str) -> Case:
     sharp = scale > 1.0
     text = (f"an attention function in {dtype}, {'sharp' if sharp else 'mild'} scores, rows with no allowed "
             f"key give {empty}")
-    return Case("", text, (probe("attention", polarity=polarity, scale=scale, dtype=dtype, empty=empty),),
+    return Case("", text, (probe("attention", polarity=polarity, scale=scale, dtype=dtype, empty=empty, keys=True),),
                 frozenset({"sharp" if sharp else "mild", polarity}))
 
 
@@ -622,21 +669,23 @@ def mask_polarity_public() -> list[Case]:
     return numbered([
         _attention_case("attend", 1.0, "float64", "nan"),
         _attention_case("blocked", 1.0, "float32", "zeros"),
+        _attention_case("additive", 1.0, "float64", "zeros"),
         _attention_case("attend", 60.0, "float64", "uniform"),
         _attention_case("blocked", 60.0, "float16", "zeros"),
+        _attention_case("additive", 60.0, "float32", "nan"),
     ])
 
 
 def mask_polarity_hidden(rng: np.random.Generator) -> list[Case]:
-    """Three functions of each polarity, in an order drawn from the seed.
+    """Three functions of each convention, in an order drawn from the seed.
 
-    Both polarities come with the same precisions and empty-row policies, so neither tells the
-    polarity; every seed draws the same kinds, and only the third sharpness and the order differ.
+    Every convention comes with the same precisions and empty-row policies, so neither tells the
+    convention; every seed draws the same kinds, and only the third sharpness and the order differ.
     """
     kinds = [(1.0, "float16", "uniform"), (60.0, "float32", "nan"), (None, "float64", "zeros")]
     cases = [
         _attention_case(polarity, float(rng.uniform(30.0, 80.0)) if scale is None else scale, dtype, empty)
-        for polarity in ("attend", "blocked") for scale, dtype, empty in kinds
+        for polarity in CONVENTIONS for scale, dtype, empty in kinds
     ]
     return [cases[i] for i in rng.permutation(len(cases))]
 
@@ -649,21 +698,45 @@ def _sharp_only(records: Sequence[Record]) -> list[str]:
     return [r.case.id for r in records if "sharp" in r.case.tags and not r.passed and r.got is not None]
 
 
-def _inverted_everywhere(records: Sequence[Record]) -> list[str]:
-    """The opposite answer on every case, mild and sharp alike."""
+def _boolean_inverted(records: Sequence[Record]) -> list[str]:
+    """"attend" and "blocked" swapped on every boolean mask, the additive ones right."""
     opposite = {"attend": "blocked", "blocked": "attend"}
-    if len(records) < 2 or any(r.got != opposite[r.expected] for r in records):
+    boolean = [r for r in records if r.expected in opposite]
+    if len(boolean) < 2 or any(r.got != opposite[r.expected] for r in boolean):
         return []
-    return [r.case.id for r in records]
+    if not all(r.passed for r in records if r.expected == "additive"):
+        return []
+    return [r.case.id for r in boolean]
+
+
+def _additive_blocked_alike(records: Sequence[Record]) -> list[str]:
+    """One word for every additive and every "nonzero blocks" mask, and "attend" right."""
+    if not all(r.passed for r in records if r.expected == "attend"):
+        return []
+    alike = [r for r in records if r.expected in ("additive", "blocked")]
+    words = {r.got for r in alike}
+    if len(words) != 1 or not words <= {"additive", "blocked"}:
+        return []
+    return [r.case.id for r in alike if not r.passed]
+
+
+def _additive_called_attend(records: Sequence[Record]) -> list[str]:
+    """Right on every boolean mask, "attend" for every additive one."""
+    if not all(r.passed for r in records if r.expected != "additive"):
+        return []
+    additive = [r for r in records if r.expected == "additive"]
+    if not additive or any(r.got != "attend" for r in additive):
+        return []
+    return [r.case.id for r in additive]
 
 
 MASK_POLARITY = Exercise(
     name="mask_polarity",
     notebook=NOTEBOOK,
-    signature='mask_polarity(attention_fn) -> "attend" or "blocked"',
+    signature='mask_polarity(attention_fn) -> "attend", "blocked" or "additive"',
     points=2,
     reference=mask_polarity_reference,
-    output=ChoiceOutput(("attend", "blocked")),
+    output=ChoiceOutput(CONVENTIONS),
     public=mask_polarity_public,
     hidden=mask_polarity_hidden,
     diagnoses=(
@@ -673,18 +746,38 @@ MASK_POLARITY = Exercise(
             "with random queries and keys, an allowed key can get a weight near zero from its score "
             "alone, and then it looks blocked.",
             "Make the scores tell nothing: a query and keys of zeros give every allowed key the same "
-            "weight, 1 / (number allowed), and every blocked key exactly 0. With value = np.eye(S) the "
-            "output rows are the weights.",
+            "score, so only the mask changes the weights. With value = np.eye(S) (one per batch "
+            "element) the output rows are the weights.",
             "probe", _sharp_only,
         ),
         DiagnosisSpec(
             "polarity_read_inverted", "The reading is inverted",
-            "Every answer is the opposite of the function's convention: the answer decides 'attend' "
-            "exactly when True blocks a key.",
-            "If the keys where the mask is True get weight and the others get 0, True means 'attend'; "
-            "if the keys where it is True get 0, True means 'blocked'.",
-            "probe", _inverted_everywhere,
+            "Every boolean answer is the opposite of the function's convention: the answer says "
+            "'attend' exactly when a nonzero number blocks a key.",
+            "If the keys with a nonzero number get weight and the keys with 0 get none, nonzero means "
+            "'attend'; if the keys with a nonzero number get none, it means 'blocked'.",
+            "probe", _boolean_inverted,
+        ),
+        DiagnosisSpec(
+            "additive_blocked_alike", "Additive and 'nonzero blocks' not told apart",
+            "The answer gives one word for additive masks and for masks where a nonzero number blocks "
+            "a key. A probe of 0 and -inf cannot separate them: added to the scores, 0 keeps a key and "
+            "-inf removes it, exactly what 0 and 'nonzero' do in a blocking mask.",
+            "Put a finite nonzero number such as 1.0 in the probe mask. Added to a score it shifts "
+            "that key's weight (e : 1 against a key with 0) but leaves it above zero; read as "
+            "'nonzero blocks' it removes the key.",
+            "probe", _additive_blocked_alike,
+        ),
+        DiagnosisSpec(
+            "additive_called_attend", "A shifted weight read as 'allowed'",
+            "Additive masks are called 'attend': the key with a positive number got most of the "
+            "weight, but the key with 0 kept some. A boolean mask gives a blocked key exactly 0; an "
+            "added number only shifts the weights.",
+            "Look for exact zeros, not for the larger weight: a key that a boolean mask blocks gets 0 "
+            "(below 1e-3, say). If the keys with 0 and with 1.0 both keep weight, the mask was added "
+            "to the scores.",
+            "probe", _additive_called_attend,
         ),
     ),
-    stub_hint="call attention_fn on a tiny case and read which keys get weight",
+    stub_hint="call attention_fn on a tiny case with a key mask of a few numbers and read which keys get weight",
 )

@@ -246,6 +246,7 @@ REMOTE_CALL: Any = None  # (handle, arrays) -> ndarray, installed by the grading
 LAYER_MASKS = ("none", "causal", "causal-rounding", "inverted", "next", "last", "early")
 LAYER_POSITIONS = ("none", "sinusoidal", "learned", "rope", "rowwise")
 EMPTY_ROW_POLICIES = ("nan", "zeros", "uniform")
+MASK_POLARITIES = ("attend", "blocked", "additive")
 
 
 def is_probe(arg: object) -> bool:
@@ -293,14 +294,15 @@ def _probe_function(kind: str, impl: Any) -> Any:
     if kind == "layer":
 
         def layer(x: np.ndarray) -> np.ndarray:
-            """(length, d_model) -> (length, d_model), or (batch, length, d_model) for a batch-first layer."""
+            """(length, d_model) -> the outputs of its positions, or of its last ones, (n, d_model);
+            (batch, length, d_model) -> (batch, length, d_model) for a batch-first layer."""
             return impl(x)
 
         return layer
     if kind == "attention":
 
         def attention_fn(query: Any, key: Any, value: Any, mask: Any) -> np.ndarray:
-            """query (L, d), key (S, d), value (S, d_v), boolean mask (L, S) -> output (L, d_v)."""
+            """query (..., L, d), key (..., S, d), value (..., S, d_v), a mask -> output (..., L, d_v)."""
             return impl(query, key, value, mask)
 
         return attention_fn
@@ -360,19 +362,23 @@ class ProbeLayer:
     mask: "none", "causal" (key j <= query i), "causal-rounding" (causal, but every output is
     shifted by the sum of all inputs and back, so later inputs move earlier outputs by rounding
     only), "inverted" (j >= i), "next" (j <= i + 1, one step of the future), "last" (causal, and
-    every query also sees the last position), "early" (causal, and query 0 also sees key 1).
+    every query also sees the last position), "early" (causal, and the first returned position
+    also sees the one after it).
     position: "none", "sinusoidal" or "learned" (added to the input), "rope" (queries and keys
     rotated), or "rowwise" (no attention at all: tanh(x W) row by row).
     batch_first: the shape libraries use instead, ``(batch, n, d) -> (batch, n, d)``, each sequence
     on its own, with two heads of width d/2 and an output projection W_o (d a multiple of 4).
+    queries: return the outputs of the last ``queries`` positions only, ``(queries, d)`` (a step
+    that decodes with a cache); None returns every position.
     """
 
     def __init__(self, d: int, seed: int, mask: str = "none", position: str = "none",
-                 batch_first: bool = False) -> None:
+                 batch_first: bool = False, queries: int | None = None) -> None:
         if mask not in LAYER_MASKS or position not in LAYER_POSITIONS or int(d) % (4 if batch_first else 2):
             raise ValueError(f"unknown layer mask {mask!r} or position {position!r}, or width {d} not "
                              f"a multiple of {4 if batch_first else 2}")
         self.d, self.mask, self.position, self.batch_first = int(d), mask, position, bool(batch_first)
+        self.queries = None if queries is None else int(queries)
         rng = np.random.default_rng(int(seed))
         self._w = rng.normal(size=(3, self.d, self.d)) / math.sqrt(self.d)  # (3, d, d): W_q, W_k, W_v
         self._table = rng.normal(size=(64, self.d))  # (64, d) learned positions
@@ -383,12 +389,17 @@ class ProbeLayer:
             return f"<layer: (batch, n, {self.d}) -> (batch, n, {self.d})>"
         return f"<layer: (n, {self.d}) -> (n, {self.d})>"
 
+    def _first(self, n: int) -> int:
+        """The first position whose output is returned."""
+        return 0 if self.queries is None else n - self.queries
+
     def _allowed(self, n: int) -> np.ndarray:
         i, j = np.arange(n)[:, None], np.arange(n)[None, :]  # (n, 1), (1, n)
+        first = self._first(n)
         rules = {
             "none": np.ones((n, n), dtype=bool), "causal": j <= i, "causal-rounding": j <= i,
             "inverted": j >= i, "next": j <= i + 1, "last": (j <= i) | (j == n - 1),
-            "early": (j <= i) | ((i == 0) & (j == 1)),
+            "early": (j <= i) | ((i == first) & (j == first + 1)),
         }
         return np.broadcast_to(rules[self.mask], (n, n))
 
@@ -424,10 +435,13 @@ class ProbeLayer:
         return out
 
     def _sequence(self, x: np.ndarray) -> np.ndarray:
-        """One sequence (n, d) -> (n, d)."""
+        """One sequence (n, d) -> (n, d), or its last ``queries`` rows."""
         n = x.shape[0]
+        if self.queries is not None and not 1 <= self.queries <= n:
+            raise ValueError(f"this layer returns the last {self.queries} positions: x needs at least "
+                             f"{self.queries} rows, got {n}")
         if self.position == "rowwise":
-            return np.tanh(np.stack([row @ self._w[0] for row in x]))  # (n, d), each row on its own
+            return np.tanh(np.stack([row @ self._w[0] for row in x]))[self._first(n):]  # each row on its own
         h = x
         if self.position == "sinusoidal":
             pos = np.arange(n)[:, None] / 10000.0 ** (np.arange(0, self.d, 2) / self.d)  # (n, d/2)
@@ -443,7 +457,7 @@ class ProbeLayer:
         if self.mask == "causal-rounding":
             total = float(x.sum())  # depends on every position, the future included
             out = (out + total) - total
-        return out
+        return out[self._first(n):]  # (queries, d): the returned positions only
 
 
 def _rotate(x: np.ndarray) -> np.ndarray:
@@ -458,25 +472,36 @@ def _rotate(x: np.ndarray) -> np.ndarray:
 
 
 class ProbeAttention:
-    """``attention_fn(query, key, value, mask) -> output``: attention with a boolean mask of one polarity.
+    """``attention_fn(query, key, value, mask) -> output``: attention with a mask of one convention.
 
-    query (..., L, d), key (..., S, d), value (..., S, d_v), mask boolean, broadcastable to
-    (..., L, S). polarity "attend" (True = may attend) or "blocked" (True = blocked). scale
-    multiplies the usual 1/sqrt(d). dtype: the precision it computes and returns in. empty: what a
-    row with no allowed key gets: "nan", "zeros", or "uniform" (a large finite fill).
+    query (..., L, d), key (..., S, d), value (..., S, d_v). polarity "attend" (True, or a nonzero
+    number, = may attend), "blocked" (True or nonzero = blocked) or "additive" (the number is added
+    to the scores; only with ``keys``). keys False: mask boolean, broadcastable to (..., L, S).
+    keys True: mask holds one number per key, shape (..., S), as a key-padding mask.
+    scale multiplies the usual 1/sqrt(d). dtype: the precision it computes and returns in. empty:
+    what a row with no allowed key gets: "nan", "zeros", or "uniform" (a large finite fill).
     """
 
-    def __init__(self, polarity: str, scale: float = 1.0, dtype: str = "float64", empty: str = "nan") -> None:
-        if polarity not in ("attend", "blocked") or empty not in EMPTY_ROW_POLICIES:
+    def __init__(self, polarity: str, scale: float = 1.0, dtype: str = "float64", empty: str = "nan",
+                 keys: bool = False) -> None:
+        if polarity not in MASK_POLARITIES or empty not in EMPTY_ROW_POLICIES or (polarity == "additive" and not keys):
             raise ValueError(f"unknown polarity {polarity!r} or empty-row policy {empty!r}")
         self.polarity, self.scale, self.dtype, self.empty = polarity, float(scale), np.dtype(dtype), empty
+        self.keys = bool(keys)
 
     def __repr__(self) -> str:
         return "<attention_fn(query, key, value, mask) -> output>"
 
+    def _key_mask(self, mask: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """(..., 1, S) in this function's dtype, from a key mask of shape (..., S)."""
+        if mask.dtype.kind not in "biuf" or mask.shape != k.shape[:-1]:
+            raise ValueError(f"the mask holds one number per key: shape {k.shape[:-1]} (batch, S) for keys of "
+                             f"shape {k.shape}, got {mask.dtype} of shape {mask.shape}")
+        return mask.astype(self.dtype)[..., None, :]
+
     def __call__(self, query: Any, key: Any, value: Any, mask: Any) -> np.ndarray:
         mask = np.asarray(mask)
-        if mask.dtype != bool:
+        if mask.dtype != bool and not self.keys:
             raise TypeError(f"mask must be a boolean array, got dtype {mask.dtype}")
         q, k, v = (np.asarray(a, dtype=self.dtype) for a in (query, key, value))
         if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
@@ -484,18 +509,24 @@ class ProbeAttention:
         if q.shape[-1] != k.shape[-1]:
             raise ValueError(f"query width {q.shape[-1]} differs from key width {k.shape[-1]}")
         scores = q @ np.swapaxes(k, -1, -2) * self.dtype.type(self.scale / math.sqrt(q.shape[-1]))  # (..., L, S)
+        if self.keys:
+            mask = self._key_mask(mask, k)  # (..., 1, S)
         try:
             mask = np.broadcast_to(mask, scores.shape)
         except ValueError:
             raise ValueError(
                 f"a mask of shape {mask.shape} does not broadcast to the scores' shape {scores.shape}"
             ) from None
-        allowed = mask if self.polarity == "attend" else ~mask
-        if self.empty == "uniform":
-            fill = self.dtype.type(np.finfo(self.dtype).min)
-        else:
-            fill = self.dtype.type(-np.inf)
         with np.errstate(invalid="ignore", over="ignore"):
+            if self.polarity == "additive":
+                scores = scores + mask  # 0 keeps a key as it is, -inf removes it
+                allowed = scores > -np.inf
+            else:
+                allowed = (mask != 0) if self.polarity == "attend" else (mask == 0)
+            if self.empty == "uniform":
+                fill = self.dtype.type(np.finfo(self.dtype).min)
+            else:
+                fill = self.dtype.type(-np.inf)
             weights = _softmax_rows(np.where(allowed, scores, fill))  # (..., L, S)
         if self.empty == "zeros":
             weights = np.where(allowed.any(axis=-1, keepdims=True), weights, self.dtype.type(0))

@@ -46,7 +46,7 @@ SECTIONS: dict[str, Section] = {
     "padding-axis": Section(MASKING, "A padding mask broadcast over the wrong axis"),
     "times-mask": Section(MASKING, "Multiplying scores by a 0/1 mask is not masking"),
     "polarity": Section(MASKING, "Mask conventions in real libraries"),
-    "probe": Section(MASKING, "Mask conventions in real libraries"),
+    "probe": Section(MASKING, "Going deeper: probing a library with a tiny case"),
     "permutation": Section(POSITION, "Without position, order is invisible"),
     "same-words": Section(POSITION, "Same words, different order"),
     "sinusoidal": Section(POSITION, "Absolute sinusoidal positions"),
