@@ -149,6 +149,11 @@ def alibi_weights(scores, head, n_heads):
     weights = e / e.sum(axis=-1, keepdims=True)
     return weights - 2.0 ** (-8 * (head + 1) / n_heads) * (i - j) * (j <= i)  # the bias added after the softmax
 ''',
+    "changed_predictions": '''
+def changed_predictions(logits, logits_changed, targets, last_kept):
+    changed = logits.argmax(-1) != logits_changed.argmax(-1)
+    return float(changed[:, : last_kept + 1].mean())  # the unscored positions counted too
+''',
 }
 WRITTEN = ("A weight says how much one head mixed in a value, not what that value did to the prediction; "
            "to test a causal claim, ablate the key and measure the change.")
