@@ -354,7 +354,7 @@ IS_ORDER_SENSITIVE = Exercise(
             "numbers in another order, so its outputs differ from the permuted ones by rounding "
             "(about 1e-16), and an exact comparison counts that.",
             "Compare with a tolerance: np.allclose(layer(x[:, p]), layer(x)[:, p]).",
-            "same-words", _exact_not_unpermuted(matches_model(_order_exact, tags=["plain"])),
+            "permutation", _exact_not_unpermuted(matches_model(_order_exact, tags=["plain"])),
         ),
     ),
     stub_hint="reorder the tokens of every sequence, run the layer, undo the reordering, compare with a tolerance",

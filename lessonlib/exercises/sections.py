@@ -48,7 +48,6 @@ SECTIONS: dict[str, Section] = {
     "polarity": Section(MASKING, "Mask conventions in real libraries"),
     "probe": Section(MASKING, "Going deeper: probing a library with a tiny case"),
     "permutation": Section(POSITION, "Without position, order is invisible"),
-    "same-words": Section(POSITION, "Same words, different order"),
     "sinusoidal": Section(POSITION, "Absolute sinusoidal positions"),
     "alibi": Section(POSITION, "ALiBi: a fixed linear penalty on distance"),
     "rope": Section(POSITION, "RoPE: rotate the queries and keys"),
