@@ -119,18 +119,18 @@ Q6_RUBRIC = (
             "future, or without weighing which of them also does the task.",
             "Chooses previous_alibi_causal: the three masked models are the only ones that changed no "
             "prediction under either future (random later tokens, one token repeated), and of them it "
-            "alone does the task (about 0.96 at length 16, against about 0.32 and 0.9).",
+            "does the task best (about 0.96 at length 16, against about 0.9 and 0.32).",
         ),
     ),
     RubricItem(
         "Why a measurement on the task is not a guarantee",
         (
-            "No reason, or the answer says the unmasked models learned to ignore later tokens.",
+            "No reason, or the answer says the unmasked models learned to ignore later tokens and so are safe.",
             "Says the mask prevents it, without saying how, or says accuracy is not enough without "
             "saying what goes wrong.",
             "The mask removes every later key before the softmax, so its weight is exactly 0 in every "
             "layer, whatever the input. The unmasked models give every later key a positive weight: "
-            "their accuracy, and no change under random later tokens, describe inputs like the training "
+            "their accuracy, and almost no change under random later tokens, describe inputs like the training "
             "data, while one token repeated changes some of their predictions; a measurement can show "
             "a change, never that none will happen.",
         ),
