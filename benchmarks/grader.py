@@ -68,8 +68,11 @@ def padding_mask(lengths, max_length):
     return np.arange(max_length)[None, :] <= np.asarray(lengths)[:, None]  # one too many
 ''',
     "cached_causal_mask": '''
-def cached_causal_mask(n_queries, n_keys):
-    return np.tril(np.ones((n_queries, n_keys), dtype=bool))  # top-left: the queries placed at the start
+def cached_causal_mask(lengths, n_queries):
+    s = max(lengths)
+    real = np.arange(s)[None, :] >= s - np.asarray(lengths)[:, None]  # (B, S): left padding
+    causal = np.tril(np.ones((n_queries, s), dtype=bool))  # top-left: the queries placed at the start
+    return real[:, None, :] & causal[None]
 ''',
     "sinusoidal_positions": '''
 def sinusoidal_positions(n_positions, d_model):

@@ -238,52 +238,101 @@ def padding_ints(lengths, max_length):
 # --- cached_causal_mask --------------------------------------------------------------------------
 
 
-def cached_compare(n_queries, n_keys):
-    if n_queries > n_keys:
-        raise ValueError(f"{n_queries} queries cannot be the last positions of {n_keys} keys")
-    query_pos = np.arange(n_queries) + n_keys - n_queries  # (L,): the queries are the last positions
-    return np.arange(n_keys)[None, :] <= query_pos[:, None]  # (L, S)
+def cached_compare(lengths, n_queries):
+    lengths = np.asarray(lengths)
+    if n_queries > lengths.min():
+        raise ValueError(f"{n_queries} new tokens do not fit in a sequence of length {lengths.min()}")
+    s = lengths.max()
+    keys = np.arange(s)
+    real = keys[None, :] >= s - lengths[:, None]  # (B, S): left padding
+    query_pos = s - n_queries + np.arange(n_queries)  # (L,): the last positions
+    return real[:, None, :] & (keys[None, :] <= query_pos[:, None])[None]  # (B, L, S)
 
 
-def cached_tril(n_queries, n_keys):
-    return np.tril(np.ones((n_queries, n_keys), dtype=bool), k=n_keys - n_queries)
+def cached_tril(lengths, n_queries):
+    lengths = np.asarray(lengths)
+    s = int(lengths.max())
+    causal = np.tril(np.ones((n_queries, s), dtype=bool), k=s - n_queries)  # (L, S) bottom-right
+    pad = np.arange(s)[::-1][None, :] < lengths[:, None]  # (B, S): distance from the end < length
+    return causal[None] & pad[:, None, :]
 
 
-def cached_loops(n_queries, n_keys):
-    start = n_keys - n_queries
-    return np.array([[j <= start + i for j in range(n_keys)] for i in range(n_queries)], dtype=bool)
-
-
-def cached_last_rows(n_queries, n_keys):
-    return np.tri(n_keys, dtype=bool)[n_keys - n_queries:]  # the last L rows of the square mask
-
-
-def cached_top_left(n_queries, n_keys):
-    return np.tril(np.ones((n_queries, n_keys))).astype(bool)
-
-
-def cached_first_rows(n_queries, n_keys):
-    return np.tri(n_keys, dtype=bool)[:n_queries]  # the first L rows: the queries placed at the start
-
-
-def cached_strict(n_queries, n_keys):
-    query_pos = np.arange(n_queries) + n_keys - n_queries
-    return np.arange(n_keys)[None, :] < query_pos[:, None]  # < where <= is meant
-
-
-def cached_sees_next(n_queries, n_keys):
-    query_pos = np.arange(n_queries) + n_keys - n_queries + 1  # positions counted from 1
-    return np.arange(n_keys)[None, :] <= query_pos[:, None]
-
-
-def cached_new_keys_only(n_queries, n_keys):
-    mask = np.zeros((n_queries, n_keys), dtype=bool)
-    mask[:, n_keys - n_queries:] = np.tri(n_queries, dtype=bool)  # the cached columns stay False
+def cached_loops(lengths, n_queries):
+    s = max(lengths)
+    mask = np.zeros((len(lengths), n_queries, s), dtype=bool)
+    for b, n in enumerate(lengths):
+        for i in range(n_queries):
+            for j in range(s):
+                mask[b, i, j] = s - n <= j <= s - n_queries + i
     return mask
 
 
-def cached_float(n_queries, n_keys):
-    return np.tril(np.ones((n_queries, n_keys)), k=n_keys - n_queries)
+def cached_last_rows(lengths, n_queries):
+    s = int(np.max(lengths))
+    square = np.tri(s, dtype=bool)[s - n_queries:]  # the last L rows of the square causal mask
+    rows = [square & (np.arange(s) >= s - n) for n in lengths]
+    return np.stack(rows)
+
+
+def _cached_parts(lengths, n_queries):
+    lengths = np.asarray(lengths)
+    s = lengths.max()
+    return lengths, s, np.arange(s), s - n_queries + np.arange(n_queries)
+
+
+def cached_top_left(lengths, n_queries):
+    lengths, s, keys, _ = _cached_parts(lengths, n_queries)
+    causal = np.tril(np.ones((n_queries, s), dtype=bool))  # top-left: the queries placed at the start
+    return causal[None] & (keys[None, :] >= s - lengths[:, None])[:, None, :]
+
+
+def cached_first_rows(lengths, n_queries):
+    s = int(np.max(lengths))
+    square = np.tri(s, dtype=bool)[:n_queries]  # the first L rows: the queries placed at the start
+    return np.stack([square & (np.arange(s) >= s - n) for n in lengths])
+
+
+def cached_strict(lengths, n_queries):
+    lengths, s, keys, query_pos = _cached_parts(lengths, n_queries)
+    real = keys[None, :] >= s - lengths[:, None]
+    return real[:, None, :] & (keys[None, :] < query_pos[:, None])  # < where <= is meant
+
+
+def cached_sees_next(lengths, n_queries):
+    lengths, s, keys, query_pos = _cached_parts(lengths, n_queries)
+    real = keys[None, :] >= s - lengths[:, None]
+    return real[:, None, :] & (keys[None, :] <= query_pos[:, None] + 1)  # positions counted from 1
+
+
+def cached_padding_right(lengths, n_queries):
+    lengths, s, keys, query_pos = _cached_parts(lengths, n_queries)
+    real = keys[None, :] < lengths[:, None]  # the padding at the end
+    return real[:, None, :] & (keys[None, :] <= query_pos[:, None])
+
+
+def cached_padding_ignored(lengths, n_queries):
+    lengths, s, keys, query_pos = _cached_parts(lengths, n_queries)
+    causal = keys[None, :] <= query_pos[:, None]  # (L, S), the same for every sequence
+    return np.broadcast_to(causal, (len(lengths), n_queries, s)).copy()
+
+
+def cached_new_keys_only(lengths, n_queries):
+    lengths, s, keys, query_pos = _cached_parts(lengths, n_queries)
+    mask = np.zeros((len(lengths), n_queries, s), dtype=bool)
+    mask[:, :, s - n_queries:] = np.tri(n_queries, dtype=bool)  # the cached columns stay False
+    return mask & (keys[None, :] >= s - lengths[:, None])[:, None, :]
+
+
+def cached_keys_first(lengths, n_queries):
+    return np.transpose(cached_compare(lengths, n_queries), (0, 2, 1))  # (B, S, L)
+
+
+def cached_queries_first(lengths, n_queries):
+    return np.transpose(cached_compare(lengths, n_queries), (1, 0, 2))  # (L, B, S)
+
+
+def cached_float(lengths, n_queries):
+    return cached_compare(lengths, n_queries).astype(float)
 
 
 # --- sinusoidal_positions -----------------------------------------------------------------------
@@ -1117,7 +1166,11 @@ WRONG = [
     ("cached_causal_mask", "cache_top_left", cached_first_rows),
     ("cached_causal_mask", "cache_off_by_one", cached_strict),
     ("cached_causal_mask", "cache_off_by_one", cached_sees_next),
+    ("cached_causal_mask", "cache_padding_on_right", cached_padding_right),
+    ("cached_causal_mask", "cache_padding_ignored", cached_padding_ignored),
     ("cached_causal_mask", "cache_keys_blocked", cached_new_keys_only),
+    ("cached_causal_mask", "cache_axes_order", cached_keys_first),
+    ("cached_causal_mask", "cache_axes_order", cached_queries_first),
     ("cached_causal_mask", "mask_not_boolean", cached_float),
     ("sinusoidal_positions", "sin_cos_swapped", sinusoid_swapped),
     ("sinusoidal_positions", "halves_concatenated", sinusoid_halves),

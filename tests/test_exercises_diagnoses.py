@@ -58,10 +58,26 @@ def test_the_issue_list_of_misconceptions_is_covered():
 
 def test_a_top_left_mask_of_ones_is_named_for_both_its_slips():
     """np.tril(np.ones((L, S))) is top-left and float: neither diagnosis hides the other."""
-    result = check("cached_causal_mask", lambda n_queries, n_keys: np.tril(np.ones((n_queries, n_keys))),
-                   seed=7, quiet=True)
+
+    def top_left_ones(lengths, n_queries):
+        s = max(lengths)
+        real = np.arange(s)[None, :] >= s - np.asarray(lengths)[:, None]  # (B, S): left padding
+        return np.tril(np.ones((n_queries, s)))[None] * real[:, None, :]
+
+    result = check("cached_causal_mask", top_left_ones, seed=7, quiet=True)
     assert set(result.diagnosis_names) == {"cache_top_left", "mask_not_boolean"}, result.report_text()
     assert result.points == 0
+
+
+def test_a_top_left_mask_without_padding_is_named_for_both_its_slips():
+    """The same top-left (L, S) mask for every sequence: the alignment and the padding are both named."""
+
+    def top_left_for_all(lengths, n_queries):
+        s = max(lengths)
+        return np.broadcast_to(np.tril(np.ones((n_queries, s), dtype=bool)), (len(lengths), n_queries, s))
+
+    result = check("cached_causal_mask", top_left_for_all, seed=7, quiet=True)
+    assert set(result.diagnosis_names) == {"cache_top_left", "cache_padding_ignored"}, result.report_text()
 
 
 def test_a_shared_name_means_one_misconception():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -273,70 +274,159 @@ CAUSAL_MASK = Exercise(
 )
 
 
-# --- cached_causal_mask: L queries at the end of S keys ------------------------------------------
+# --- cached_causal_mask: a batched decoding step, left padding and a cache ----------------------
 
 
-def cached_causal_mask_reference(n_queries: int, n_keys: int) -> np.ndarray:
-    """(L, S) boolean, True where key j <= S - L + i: query i is position S - L + i (bottom-right)."""
-    if n_queries > n_keys:
+def _decode_lengths(lengths, n_queries: int) -> tuple[np.ndarray, int]:
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or lengths.size == 0:
+        raise ValueError(f"lengths must be a non-empty 1-D array of sequence lengths, got shape {lengths.shape}")
+    if n_queries < 1 or lengths.min() < n_queries:
         raise ValueError(
-            f"{n_queries} queries cannot be the last positions of {n_keys} keys: with a cache every query's "
-            "own key is among the keys, so n_queries <= n_keys"
+            f"every sequence must hold its {n_queries} new tokens, but the lengths are {lengths.tolist()}: "
+            "the new tokens are the last positions of every sequence, so n_queries <= min(lengths)"
         )
-    return _reference_causal_mask(n_queries, n_keys, align="bottom-right")
+    return lengths, int(lengths.max())
 
 
-def _cache_top_left(n_queries: int, n_keys: int) -> np.ndarray:
-    return np.tril(np.ones((n_queries, n_keys), dtype=bool))  # query i sees keys 0..i
+def cached_causal_mask_reference(lengths, n_queries: int) -> np.ndarray:
+    """(B, L, S) boolean with S = max(lengths): key j is real (j >= S - lengths[b], left padding) and
+    at or before query i's position S - L + i (bottom-right alignment)."""
+    lengths, s = _decode_lengths(lengths, n_queries)
+    keys = np.arange(s)  # (S,)
+    real = keys[None, :] >= s - lengths[:, None]  # (B, S): the padding comes first
+    query_positions = s - n_queries + np.arange(n_queries)  # (L,): the last L positions
+    causal = keys[None, :] <= query_positions[:, None]  # (L, S)
+    return real[:, None, :] & causal[None, :, :]  # (B, L, S)
 
 
-def _cache_shifted_models():
-    def one_fewer(n_queries, n_keys):
-        return np.tril(np.ones((n_queries, n_keys), dtype=bool), k=n_keys - n_queries - 1)
+def _decode_parts(lengths, n_queries: int):
+    """(lengths, S, key positions (S,), query positions (L,)) of a case."""
+    lengths = np.asarray(lengths)
+    s = int(lengths.max())
+    return lengths, s, np.arange(s), s - n_queries + np.arange(n_queries)
 
-    def one_more(n_queries, n_keys):
-        return np.tril(np.ones((n_queries, n_keys), dtype=bool), k=n_keys - n_queries + 1)
+
+def _decode_mask(real: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """(B, S) real keys and (L, S) or (B, L, S) allowed keys combined into (B, L, S)."""
+    return real[:, None, :] & allowed
+
+
+def _left_real(lengths: np.ndarray, s: int) -> np.ndarray:
+    return np.arange(s)[None, :] >= s - lengths[:, None]  # (B, S)
+
+
+def _decode_top_left(lengths, n_queries: int) -> np.ndarray:
+    lengths, s, keys, _ = _decode_parts(lengths, n_queries)
+    return _decode_mask(_left_real(lengths, s), keys[None, :] <= np.arange(n_queries)[:, None])  # query i sees 0 .. i
+
+
+def _decode_shifted_models():
+    def one_fewer(lengths, n_queries):
+        lengths, s, keys, positions = _decode_parts(lengths, n_queries)
+        return _decode_mask(_left_real(lengths, s), keys[None, :] < positions[:, None])
+
+    def one_more(lengths, n_queries):
+        lengths, s, keys, positions = _decode_parts(lengths, n_queries)
+        return _decode_mask(_left_real(lengths, s), keys[None, :] <= positions[:, None] + 1)
 
     return one_fewer, one_more
 
 
-def _cache_blocked(n_queries: int, n_keys: int) -> np.ndarray:
-    new = np.tril(np.ones((n_queries, n_queries), dtype=bool))  # (L, L): causal among the new tokens
-    return np.concatenate([np.zeros((n_queries, n_keys - n_queries), dtype=bool), new], axis=1)  # (L, S)
+def _decode_padding_right(lengths, n_queries: int) -> np.ndarray:
+    lengths, s, keys, positions = _decode_parts(lengths, n_queries)
+    return _decode_mask(keys[None, :] < lengths[:, None], keys[None, :] <= positions[:, None])  # real tokens first
 
 
-def _cache_case(n_queries: int, n_keys: int, what: str = "") -> Case:
-    text = f"{n_queries} {'query' if n_queries == 1 else 'queries'} at the end of {n_keys} keys"
-    return Case("", f"{text}{what}", (int(n_queries), int(n_keys)))
+def _decode_padding_ignored(lengths, n_queries: int) -> np.ndarray:
+    lengths, s, keys, positions = _decode_parts(lengths, n_queries)
+    return _decode_mask(np.ones((lengths.size, s), dtype=bool), keys[None, :] <= positions[:, None])
+
+
+def _decode_cache_blocked(lengths, n_queries: int) -> np.ndarray:
+    lengths, s, keys, positions = _decode_parts(lengths, n_queries)
+    new = (keys[None, :] >= s - n_queries) & (keys[None, :] <= positions[:, None])  # (L, S): new tokens only
+    return _decode_mask(_left_real(lengths, s), new)
+
+
+DECODE_MODELS = {
+    "cache_top_left": (_decode_top_left,),
+    "cache_off_by_one": _decode_shifted_models(),
+    "cache_padding_on_right": (_decode_padding_right,),
+    "cache_padding_ignored": (_decode_padding_ignored,),
+    "cache_keys_blocked": (_decode_cache_blocked,),
+}
+
+
+def _top_left_on_full_sequences(case: Case, got, expected) -> bool:
+    """Top-left rows on every sequence without padding, whatever the answer did with the padding."""
+    if not isinstance(got, np.ndarray) or got.shape != expected.shape:
+        return False
+    lengths, n_queries = case.args
+    full = np.asarray(lengths) == expected.shape[-1]  # (B,): the sequences of length S
+    top_left = np.tril(np.ones(expected.shape[1:], dtype=bool))  # (L, S): query i sees 0 .. i
+    return bool(full.any() and all(np.array_equal(got[b].astype(bool), top_left) for b in np.flatnonzero(full)))
+
+
+def _same_for_every_sequence(case: Case, got, expected) -> bool:
+    """One mask for every sequence, allowing a key that is padding in the shortest one."""
+    if not isinstance(got, np.ndarray) or got.shape != expected.shape:
+        return False
+    lengths, n_queries = case.args
+    g = got.astype(bool)
+    padding = np.arange(g.shape[-1]) < g.shape[-1] - int(np.min(lengths))  # (S,): padding of the shortest
+    return bool(padding.any() and (g == g[:1]).all() and g[0][:, padding].any())
+
+
+def _axes_reordered(case: Case, got, expected) -> bool:
+    """The right entries with the (B, L, S) axes in another order."""
+    if not isinstance(got, np.ndarray) or got.ndim != 3 or got.shape == expected.shape:
+        return False
+    if sorted(got.shape) != sorted(expected.shape):
+        return False
+    for order in itertools.permutations(range(3)):
+        moved = np.transpose(got, order)
+        if moved.shape == expected.shape and np.array_equal(moved.astype(bool), expected):
+            return True
+    return False
+
+
+def _decode_case(lengths: Sequence[int], n_queries: int, what: str = "") -> Case:
+    lengths = np.array(lengths)
+    text = f"lengths {lengths.tolist()} (left-padded to {int(lengths.max())}), {n_queries} new tokens"
+    return Case("", f"{text}{what}", (lengths, int(n_queries)))
 
 
 def cached_causal_mask_public() -> list[Case]:
     return numbered([
-        _cache_case(1, 5, " (decoding one new token)"),
-        _cache_case(3, 7),
-        _cache_case(2, 6),
-        _cache_case(4, 12),
+        _decode_case([5, 3, 4], 2),
+        _decode_case([4, 7], 3),
+        _decode_case([8, 5, 3, 8], 3, " (the third sequence is only its new tokens)"),
+        _decode_case([2, 6, 4, 9, 5], 2),
     ])
 
 
-def cached_causal_mask_hidden(rng: np.random.Generator) -> list[Case]:
-    """One new token, a short block, a longer block and a block after a long cache.
+# (batch, n_queries, range of S) of each hidden case. Every seed draws these and only the lengths
+# differ: S, n_queries and the batch are three different numbers (so axes in another order show), at
+# least two new tokens (so the diagonal off by one shows), one sequence of length S at a place drawn
+# from the seed, the others shorter (so the padding shows), and S > n_queries + 1 (so the cache shows).
+DECODE_HIDDEN = ((3, 2, (5, 11)), (2, 4, (7, 12)), (4, 3, (6, 10)), (5, 2, (12, 21)))
 
-    Every seed draws these four kinds and only the lengths differ. The cache holds at least two keys
-    more than the queries, so no wrong idea's mask coincides with another's.
-    """
-    return [
-        _cache_case(1, int(rng.integers(3, 13))),
-        _cache_case(n := int(rng.integers(2, 5)), n + int(rng.integers(2, 7))),
-        _cache_case(n := int(rng.integers(5, 9)), n + int(rng.integers(2, 10))),
-        _cache_case(n := int(rng.integers(2, 7)), n + int(rng.integers(10, 21))),
-    ]
+
+def cached_causal_mask_hidden(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for batch, n_queries, (low, high) in DECODE_HIDDEN:
+        s = int(rng.integers(low, high))
+        lengths = rng.integers(n_queries, s, size=batch)  # n_queries .. S - 1
+        lengths[0] = s
+        cases.append(_decode_case(lengths[rng.permutation(batch)].tolist(), n_queries))
+    return cases
 
 
 CACHED_CAUSAL_MASK = Exercise(
     name="cached_causal_mask",
     notebook=NOTEBOOK,
-    signature="cached_causal_mask(n_queries, n_keys) -> (n_queries, n_keys) bool",
+    signature="cached_causal_mask(lengths, n_queries) -> (batch, n_queries, max(lengths)) bool",
     points=1,
     reference=cached_causal_mask_reference,
     output=ArrayOutput("bool"),
@@ -345,32 +435,59 @@ CACHED_CAUSAL_MASK = Exercise(
     diagnoses=(
         DiagnosisSpec(
             "cache_top_left", "Top-left alignment: the queries placed at the start",
-            "Query i sees keys 0 .. i, as if the queries were the first positions of the sequence "
-            "(top-left alignment, what torch's is_causal does). With a cache they are the last ones: "
-            "each query is blocked from keys of its own past, its own key included.",
-            "Query i sits at position n_keys - n_queries + i; allow key j when j <= that position "
-            "(bottom-right alignment).",
-            "alignment", _matches(_cache_top_left),
+            "Query i sees keys 0 .. i, as if the new tokens were the first positions of the sequence "
+            "(top-left alignment, what torch's is_causal does). In a decoding step they are the last "
+            "ones: each query is blocked from keys of its own past, its own key included.",
+            "Query i sits at position S - n_queries + i, with S = max(lengths); allow key j when "
+            "j <= that position (bottom-right alignment).",
+            "alignment", any_of(_matches(*DECODE_MODELS["cache_top_left"]), shows(_top_left_on_full_sequences)),
         ),
         DiagnosisSpec(
             "cache_off_by_one", "The diagonal is shifted by one",
             "Each query sees one key too few (its own key is blocked) or one too many (the key of the "
             "next token, its future): the boundary is off by one.",
-            "Query i is at position n_keys - n_queries + i, counting from 0, and may attend to itself: "
-            "allow j <= n_keys - n_queries + i, with <=, not < or + 1.",
-            "alignment", _matches(*_cache_shifted_models()),
+            "Query i is at position S - n_queries + i, counting from 0, and may attend to itself: "
+            "allow j <= S - n_queries + i, with <=, not < or + 1.",
+            "alignment", _matches(*DECODE_MODELS["cache_off_by_one"]),
+        ),
+        DiagnosisSpec(
+            "cache_padding_on_right", "The padding placed at the end instead of the start",
+            "The keys allowed for a shorter sequence are its first lengths[b] positions: the answer "
+            "treats the padding as coming after the real tokens. Here the sequences are left-padded: "
+            "the real tokens are the last lengths[b] positions, so that the new tokens of every "
+            "sequence end at the same place.",
+            "A key j of sequence b is real when j >= S - lengths[b], not when j < lengths[b].",
+            "empty-rows", _matches(*DECODE_MODELS["cache_padding_on_right"]),
+        ),
+        DiagnosisSpec(
+            "cache_padding_ignored", "The padding is ignored",
+            "Every sequence gets the same mask, whatever its length: the padding keys at the start of "
+            "a shorter sequence are allowed, so its queries would put weight on tokens that do not "
+            "exist.",
+            "Combine two masks with &: the causal one, (n_queries, S), and a padding one, (B, S), "
+            "True where j >= S - lengths[b]; insert the query axis into the padding mask: [:, None, :].",
+            "two-masks", any_of(_matches(*DECODE_MODELS["cache_padding_ignored"]), shows(_same_for_every_sequence)),
         ),
         DiagnosisSpec(
             "cache_keys_blocked", "The cached keys are blocked",
             "Each query sees only the keys of the new tokens, up to itself: every cached key is False. "
             "The cache holds the keys of the earlier tokens, which are in the past of every query.",
-            "Build the mask over all n_keys positions, not over the new tokens alone: key j is allowed "
-            "when j <= n_keys - n_queries + i, cached keys included.",
-            "alignment", _matches(_cache_blocked),
+            "Build the mask over all S positions, not over the new tokens alone: key j is allowed "
+            "when it is real and j <= S - n_queries + i, cached keys included.",
+            "alignment", _matches(*DECODE_MODELS["cache_keys_blocked"]),
+        ),
+        DiagnosisSpec(
+            "cache_axes_order", "The axes in another order",
+            "The entries are right but the axes are in another order: the mask must be "
+            "(batch, n_queries, S), one row per query and one column per key, to broadcast against "
+            "scores of shape (batch, n_queries, S).",
+            "Build the padding mask as (B, 1, S) and the causal mask as (1, n_queries, S); their & "
+            "broadcasts to (B, n_queries, S).",
+            "padding-axis", shows(_axes_reordered),
         ),
         MASK_NOT_BOOLEAN,
     ),
-    stub_hint="a boolean (n_queries, n_keys) array: query i sits at position n_keys - n_queries + i",
+    stub_hint="a boolean (B, n_queries, S) array, S = max(lengths): left padding, query i at S - n_queries + i",
 )
 
 
