@@ -143,5 +143,5 @@ CHANGED_PREDICTIONS = Exercise(
             "training-task", matches_model(_logits_for_predictions),
         ),
     ),
-    stub_hint="compare the argmax of the two runs at the scored positions up to last_kept",
+    stub_hint="a prediction is the argmax over the vocabulary; which positions count?",
 )
