@@ -210,8 +210,8 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
                        help="the assignment: the course notebooks to grade, separated by commas, e.g. "
                             "02_masking.ipynb,04_cost.ipynb (default: all of them)")
     grade.add_argument("--seed", type=int, default=None, metavar="S",
-                       help="seed of the hidden cases (default: one fixed by the assignment's notebooks; "
-                            "choose a new one for a new term)")
+                       help="seed of the hidden cases (default: a secret one drawn at random when the output "
+                            "folder is first graded, and kept there for every later run)")
     grade.add_argument("--isolation", default="auto", choices=["auto", *LEVELS],
                        help="bubblewrap: a sandbox (needs bwrap); limits: resource limits only, with a warning "
                             "(default auto: bubblewrap where a trial sandbox works, else limits)")
@@ -258,8 +258,7 @@ def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--notebooks", metavar="NAMES", help="the assignment: course notebooks to grade, comma-"
                                                            "separated (default: all of them)")
     build.add_argument("--seed", type=int, default=None, metavar="S",
-                       help="seed of the hidden cases (default: one fixed by the notebooks; choose a new one "
-                            "for a new term)")
+                       help="seed of the hidden cases (default: a secret one drawn at random, kept only in the zip)")
     build.set_defaults(func=_cmd_gradescope_build)
     run = commands.add_parser("run", help="grade ROOT/submission into ROOT/results/results.json (run_autograder "
                                           "calls this inside Gradescope)")

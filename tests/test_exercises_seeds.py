@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +24,6 @@ from lessonlib import cli
 from lessonlib.exercises import EXERCISES, CheckResult, Outcome, check, judge, run_case, run_cases
 from lessonlib.exercises.runner import probe_fields
 from lessonlib.exercises.spec import Case, DetectFn, Exercise
-from lessonlib.grading.batch import assignment_seed
 from lessonlib.grading.submissions import course_notebooks
 
 SEEDS = range(20)
@@ -170,15 +170,33 @@ def _seed_of(out: Path) -> int:
     return json.loads((out / ".grading" / "state.json").read_text())["seed"]
 
 
-def test_grade_without_seed_uses_the_assignments_seed_in_any_folder(tmp_path: Path) -> None:
-    """Two output folders, no --seed: one seed, the assignment's. --seed chooses another; a folder
-    graded with one seed keeps it when resumed without --seed."""
+def test_grade_without_seed_draws_a_secret_seed_once_per_assignment(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """No --seed: each new output folder (assignment) draws its own seed at random, keeps it for
+    every later run, and never prints it. --seed chooses one; a folder graded with one seed keeps
+    it when resumed without --seed."""
     write_learner(tmp_path / "subs" / "amy", {"02_masking.ipynb": "not a notebook"})
     subs = str(tmp_path / "subs")  # no learner code runs: the notebook is not one
     for out in ("one", "two"):
         assert cli.main(["grade", subs, "--out", str(tmp_path / out), "--quiet"]) == 0
-    assert _seed_of(tmp_path / "one") == _seed_of(tmp_path / "two") == assignment_seed(
-        [c.name for c in course_notebooks()])
+    first = _seed_of(tmp_path / "one")
+    assert first != _seed_of(tmp_path / "two")
+    assert first not in (assignment_hash(c.name for c in course_notebooks()), 0)
+    assert cli.main(["grade", subs, "--out", str(tmp_path / "one"), "--quiet"]) == 0
+    assert _seed_of(tmp_path / "one") == first  # the same assignment keeps its seed
+    said = capsys.readouterr()
+    everything = said.out + said.err + "".join(p.read_text(errors="replace") for p in
+                                               (tmp_path / "one").rglob("*") if p.is_file() and ".grading" not in p.parts)
+    assert str(first) not in everything
+    assert os.stat(tmp_path / "one" / ".grading").st_mode & 0o077 == 0
     assert cli.main(["grade", subs, "--out", str(tmp_path / "term"), "--seed", "7", "--quiet"]) == 0
     assert cli.main(["grade", subs, "--out", str(tmp_path / "term"), "--quiet"]) == 0
     assert _seed_of(tmp_path / "term") == 7
+
+
+def assignment_hash(names) -> int:
+    """The seed the grader used to derive from the notebooks' names, which anyone could compute."""
+    import hashlib
+
+    joined = "\n".join(sorted(set(names))).encode()
+    return int.from_bytes(hashlib.sha256(b"lessonlib assignment\n" + joined).digest()[:4], "big")

@@ -21,8 +21,7 @@ import pytest
 from grading_submissions import CORRECT_MASKED_SOFTMAX, WRONG_PADDING, masking, notebook, write_learner
 
 from lessonlib import cli
-from lessonlib.grading import sandbox
-from lessonlib.grading.batch import assignment_seed
+from lessonlib.grading import gradescope, sandbox
 
 MASKING = "02_masking.ipynb"
 
@@ -42,9 +41,9 @@ def test_the_zip_holds_setup_run_autograder_and_the_wheel(tmp_path: Path) -> Non
         wheel_name = next(n for n in names if n.endswith(".whl"))
         assert sorted(names) == sorted(["setup.sh", "run_autograder", "assignment.json", wheel_name])
         assert "/" not in wheel_name
-        # the assignment: its notebooks and the seed fixed by them, unreadable but to root once unpacked
+        # the assignment: its notebooks and a secret seed, unreadable but to root once unpacked
         settings = json.loads(zf.read("assignment.json"))
-        assert settings == {"notebooks": [MASKING], "seed": assignment_seed([MASKING])}
+        assert settings["notebooks"] == [MASKING] and isinstance(settings["seed"], int)
         assert zf.getinfo("assignment.json").external_attr >> 16 & 0o077 == 0
         assert zf.getinfo("run_autograder").external_attr >> 16 & 0o111  # executable
         setup, run = zf.read("setup.sh").decode(), zf.read("run_autograder").decode()
@@ -67,6 +66,19 @@ def test_the_zip_holds_setup_run_autograder_and_the_wheel(tmp_path: Path) -> Non
     assert check.returncode == 0, check.stderr
 
 
+def test_each_zip_gets_its_own_secret_seed(tmp_path: Path) -> None:
+    """Without --seed, two builds draw two seeds, neither derived from the notebooks' names; the zip
+    is the instructor's alone; --seed is kept as given."""
+    seeds = []
+    for name in ("a.zip", "b.zip"):
+        assert cli.main(["gradescope", "build", "--notebooks", MASKING, "--out", str(tmp_path / name)]) == 0
+        assert os.stat(tmp_path / name).st_mode & 0o077 == 0
+        with zipfile.ZipFile(tmp_path / name) as zf:
+            seeds.append(json.loads(zf.read("assignment.json"))["seed"])
+    assert seeds[0] != seeds[1]
+    assert gradescope.assignment([MASKING], 5)["seed"] == 5
+
+
 def test_build_names_the_valid_notebooks_when_one_is_unknown(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "autograder.zip"
@@ -79,7 +91,7 @@ def test_build_names_the_valid_notebooks_when_one_is_unknown(tmp_path: Path,
 def _settings(root: Path, notebooks: list[str], seed: int | None = None) -> None:
     source = root / "source"
     source.mkdir(parents=True, exist_ok=True)
-    seed = assignment_seed(notebooks) if seed is None else seed
+    seed = 20261201 if seed is None else seed
     (source / "assignment.json").write_text(json.dumps({"notebooks": notebooks, "seed": seed}))
 
 

@@ -127,21 +127,19 @@ class _Batch:
 # --- set-up --------------------------------------------------------------------------------------
 
 
-def assignment_seed(notebooks: Sequence[str]) -> int:
-    """The hidden cases' seed of an assignment when none is chosen: fixed by its notebooks' names.
-
-    The same notebooks get the same hidden cases, so the same points, in any output folder and on
-    any machine; a new term chooses another with ``--seed``.
-    """
-    names = "\n".join(sorted(set(notebooks))).encode()
-    return int.from_bytes(hashlib.sha256(b"lessonlib assignment\n" + names).digest()[:4], "big")
+def new_seed() -> int:
+    """A fresh secret seed for an assignment's hidden cases: 63 bits from the operating system's
+    random source, so nothing public (notebook names, dates, the package) predicts it."""
+    return int.from_bytes(os.urandom(8), "big") >> 1
 
 
 def _resolve_seed(state: Path, requested: int | None, notebooks: list[str]) -> int:
-    """The folder's seed: the one it was graded with, else ``requested``, else the assignment's own.
+    """The folder's seed: the one it was graded with, else ``requested``, else a new secret one.
 
-    A folder holds one assignment: grading other notebooks into it is refused, since its saved
-    results, seed and totals belong to the first.
+    The seed is drawn once, when the assignment is first graded, and kept in ``state.json`` (a
+    folder only the grading user may enter); every later run reuses it, so the same notebook keeps
+    the same points. It is never printed. A folder holds one assignment: grading other notebooks
+    into it is refused, since its saved results, seed and totals belong to the first.
     """
     saved = read_json(state / "state.json") or {}
     if "notebooks" in saved and saved["notebooks"] != notebooks:
@@ -151,10 +149,10 @@ def _resolve_seed(state: Path, requested: int | None, notebooks: list[str]) -> i
         )
     if requested is not None and "seed" in saved and int(saved["seed"]) != requested:
         raise GradingError(
-            f"this output folder was graded with another --seed; use that seed to resume, or a new folder "
-            f"(the seed is in {state / 'state.json'})"
+            f"this output folder was graded with another --seed; resume without --seed (the folder keeps its "
+            f"own), or grade into a new folder"
         )
-    seed = requested if requested is not None else int(saved.get("seed", assignment_seed(notebooks)))
+    seed = requested if requested is not None else int(saved["seed"]) if "seed" in saved else new_seed()
     atomic_write_json(state / "state.json", {**saved, "seed": seed, "notebooks": notebooks, "format": FORMAT},
                       mode=0o600)
     return seed

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lessonlib.grading import records as r
-from lessonlib.grading.batch import GradeSettings, GradingError, assignment_seed, grade
+from lessonlib.grading.batch import GradeSettings, GradingError, grade, new_seed
 from lessonlib.grading.feedback import exercise_blocks, markdown_lines
 from lessonlib.grading.files import atomic_write_bytes, atomic_write_json
 from lessonlib.grading.submissions import assignment_courses
@@ -81,12 +81,12 @@ class GradescopeError(RuntimeError):
 
 def assignment(notebooks: Sequence[str] = (), seed: int | None = None) -> dict[str, Any]:
     """The assignment's settings: its notebooks (all of the course's when none are named) and the
-    hidden cases' seed (``assignment_seed`` of the notebooks unless one is chosen)."""
+    hidden cases' seed (a new secret one, from ``new_seed``, unless one is chosen)."""
     try:
         chosen = [c.name for c in assignment_courses(notebooks)]
     except ValueError as exc:
         raise GradescopeError(str(exc)) from None
-    return {"notebooks": chosen, "seed": assignment_seed(chosen) if seed is None else int(seed)}
+    return {"notebooks": chosen, "seed": new_seed() if seed is None else int(seed)}
 
 
 def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int) -> None:
@@ -111,7 +111,7 @@ def build_autograder(out: Path, notebooks: Sequence[str] = (), seed: int | None 
             _add(zf, "run_autograder", RUN_AUTOGRADER.encode(), 0o755)  # executable, as Gradescope needs
             _add(zf, SETTINGS, (json.dumps(settings, indent=1) + "\n").encode(), 0o600)
             zf.write(wheel, wheel.name)
-        atomic_write_bytes(out, buffer.getvalue())
+        atomic_write_bytes(out, buffer.getvalue(), mode=0o600)  # it holds the secret seed
     return out
 
 
