@@ -185,8 +185,8 @@ def test_grade_without_seed_draws_a_secret_seed_once_per_assignment(tmp_path: Pa
     assert cli.main(["grade", subs, "--out", str(tmp_path / "one"), "--quiet"]) == 0
     assert _seed_of(tmp_path / "one") == first  # the same assignment keeps its seed
     said = capsys.readouterr()
-    everything = said.out + said.err + "".join(p.read_text(errors="replace") for p in
-                                               (tmp_path / "one").rglob("*") if p.is_file() and ".grading" not in p.parts)
+    files = [p for p in (tmp_path / "one").rglob("*") if p.is_file() and ".grading" not in p.parts]
+    everything = said.out + said.err + "".join(p.read_text(errors="replace") for p in files)
     assert str(first) not in everything
     assert os.stat(tmp_path / "one" / ".grading").st_mode & 0o077 == 0
     assert cli.main(["grade", subs, "--out", str(tmp_path / "term"), "--seed", "7", "--quiet"]) == 0

@@ -84,7 +84,8 @@ def test_one_notebook_is_the_whole_assignment_everywhere(tmp_path: Path, capsys:
 
     # the same notebooks into another folder with the same --seed: the same points and diagnoses
     again = tmp_path / "again"
-    assert _grade(capsys, str(folder), "--out", str(again), "--notebooks", MASKING, "--seed", str(state["seed"]))[0] == 0
+    seed = str(state["seed"])
+    assert _grade(capsys, str(folder), "--out", str(again), "--notebooks", MASKING, "--seed", seed)[0] == 0
     assert [(r["learner"], r["points"], r["diagnosis"]) for r in _rows(again / "grades.csv")] == \
         [(r["learner"], r["points"], r["diagnosis"]) for r in _rows(out / "grades.csv")]
 

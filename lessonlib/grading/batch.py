@@ -5,6 +5,7 @@ Output folder layout::
     DIR/grades.csv, summary.csv, grades.json, feedback/<learner>.md   written at the end
     DIR/learners/<learner>.json      one learner's result, written (atomically) when known
     DIR/.grading/state.json          the seed of the hidden cases and the settings
+    DIR/.grading/trial/              the trial sandbox's job (no learner's: see sandbox.choose_isolation)
     DIR/.grading/work/<learner>/     a learner's job while it runs: job.bin (the worker's stdin),
                                      worker.out (its stdout: records, read once by assess.read_results)
 
@@ -149,8 +150,8 @@ def _resolve_seed(state: Path, requested: int | None, notebooks: list[str]) -> i
         )
     if requested is not None and "seed" in saved and int(saved["seed"]) != requested:
         raise GradingError(
-            f"this output folder was graded with another --seed; resume without --seed (the folder keeps its "
-            f"own), or grade into a new folder"
+            "this output folder was graded with another --seed; resume without --seed (the folder keeps its "
+            "own), or grade into a new folder"
         )
     seed = requested if requested is not None else int(saved["seed"]) if "seed" in saved else new_seed()
     atomic_write_json(state / "state.json", {**saved, "seed": seed, "notebooks": notebooks, "format": FORMAT},
@@ -212,7 +213,7 @@ def _blame(batch: _Batch, finished: set[str]) -> None:
         return
     flights: list[tuple[Path, str, bool]] = []
     jobs = []
-    for job_dir in sorted(p for p in batch.work.iterdir() if p.is_dir() and not p.name.startswith("probe-")):
+    for job_dir in sorted(p for p in batch.work.iterdir() if p.is_dir()):
         if job_dir.name in finished:
             shutil.rmtree(job_dir, ignore_errors=True)
             continue
@@ -258,6 +259,7 @@ def _prepare_job(batch: _Batch, plans: list[ExercisePlan], job_dir: Path,
     job: dict[str, Any] = {
         "version": 2, "grader_pid": os.getpid(), "level": level, "solo": solo, "tasks": [],
         "limits": batch.limits.for_job(sandbox.nproc_base(level, batch.settings.workers)),
+        "kernel": sandbox.kernel_guard(),
     }
     arrays: list[bytes] = []
     secret_arrays: list[bytes] = []
@@ -479,7 +481,7 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         batch.containment = cgroups.detect()
         batch.limits = sandbox.contained_limits(batch.limits, batch.containment)
         try:
-            batch.isolation = sandbox.choose_isolation(settings.isolation, batch.limits, work=batch.work,
+            batch.isolation = sandbox.choose_isolation(settings.isolation, batch.limits, work=batch.state / "trial",
                                                        out_dir=batch.out, submissions=batch.submissions,
                                                        plan=batch.containment)
         except sandbox.IsolationError as exc:

@@ -51,10 +51,10 @@ from pathlib import Path
 from typing import Any
 
 import lessonlib
-from lessonlib.grading import cgroups, wire
+from lessonlib.grading import cgroups, syscalls, wire
 
 LEVELS = ("bubblewrap", "limits")
-WORKER = Path(__file__).with_name("worker.py")
+WORKER = Path(__file__).with_name("worker")  # the worker's package; its entry point is main.py
 WIRE = Path(__file__).with_name("wire.py")
 RUNNER = Path(__file__).resolve().parents[1] / "exercises" / "runner.py"
 
@@ -192,6 +192,12 @@ def interpreter_folders() -> list[Path]:
     return sorted(found)
 
 
+def installed_package() -> Path | None:
+    """The folder of the installed lessonlib package (None when it runs from a source checkout,
+    which the sandbox does not bind at all)."""
+    return None if project_root() is not None else _real(Path(lessonlib.__file__).parent)
+
+
 def course_folder() -> Path:
     """The course learner code must not see: the checkout lessonlib runs from, or else (an installed
     package, as ``pip install`` leaves it) the folder the grader was started in."""
@@ -252,7 +258,11 @@ def bwrap_command(python_args: list[str], limits: Limits, *, protected: Sequence
             raise IsolationError(f"the Python installation in {folder} contains {exposed[0]}, which learner "
                                  "code must not see: use a Python installed elsewhere")
         command += [*parents(folder), "--ro-bind", str(folder), str(folder)]
-    command += parents(Path(INSIDE, WORKER.name))
+    package = installed_package()
+    if package is not None and any(_within(package, f) for f in interpreter_folders()):
+        # the installed lessonlib is empty in here: learner code that removes the stand-in finds nothing
+        command += ["--perms", "0555", "--tmpfs", str(package), "--remount-ro", str(package)]
+    command += parents(Path(INSIDE, WORKER.name, "main.py"))
     for source in (WORKER, RUNNER, WIRE):
         command += ["--ro-bind", str(source), f"{INSIDE}/{source.name}"]
     command += ["--proc", "/proc", "--dev", "/dev"]
@@ -343,9 +353,10 @@ def launch(level: str, limits: Limits, job_dir: Path, *, protected: Sequence[Pat
     (``lifeline``: the worker's end of its lifeline; ``info_fd``: where bubblewrap writes the sandbox's PID)."""
     flags = (["--probe"] if probe else []) + (["--lifeline", str(lifeline)] if lifeline is not None else [])
     if level == "bubblewrap":
-        args = ["-I", "-B", f"{INSIDE}/{WORKER.name}", *flags, f"{INSIDE}/{RUNNER.name}", f"{INSIDE}/{WIRE.name}"]
+        args = ["-I", "-B", f"{INSIDE}/{WORKER.name}/main.py", *flags, f"{INSIDE}/{RUNNER.name}",
+                f"{INSIDE}/{WIRE.name}"]
         return bwrap_command(args, limits, protected=protected, info_fd=info_fd), job_dir
-    command = [sys.executable, "-I", "-B", str(WORKER), *flags, str(RUNNER), str(WIRE)]
+    command = [sys.executable, "-I", "-B", str(WORKER / "main.py"), *flags, str(RUNNER), str(WIRE)]
     if os.geteuid() == 0:
         return as_nobody() + command, _nobody_scratch(job_dir)
     scratch = job_dir / "scratch"
@@ -366,6 +377,16 @@ def nproc_base(level: str, workers: int) -> int:
     if level == "bubblewrap" and os.geteuid() != 0:
         return PER_WORKER
     return count_processes(nobody()[0] if os.geteuid() == 0 else os.getuid()) + PER_WORKER * workers
+
+
+def kernel_guard() -> dict[str, Any]:
+    """What each child installs before learner code runs (``syscalls.build``: the seccomp filters and
+    the call that joins a fresh session keyring). Raises IsolationError where it cannot be built:
+    learner code never runs without it, at either level."""
+    try:
+        return syscalls.build()
+    except syscalls.FilterError as exc:
+        raise IsolationError(str(exc)) from None
 
 
 def secret_part(limits: dict[str, Any], probes: dict[str, str] | None = None,
@@ -640,10 +661,13 @@ def _course_file(installed: set[Path]) -> Path | None:
 
 def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: Sequence[Path],
            plan: cgroups.Plan) -> dict[str, Any]:
-    job_dir = work / f"probe-{level}"
+    """Run the trial worker at ``level`` in ``work`` (a folder of the trial's own, never a learner's:
+    no learner-chosen name can meet these files) and return its report."""
+    job_dir = work / level
     shutil.rmtree(job_dir, ignore_errors=True)
     job_dir.mkdir(parents=True, mode=0o700)
-    secret = work / "probe-secret.txt"
+    os.chmod(work, 0o700)
+    secret = work / "secret.txt"
     secret.write_text("only the grading process may read this\n")
     readable = {"output_folder": str(secret)}
     installed = set(interpreter_folders())
@@ -659,8 +683,8 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
     listener.listen(1)
     try:
         job = {"version": 2, "grader_pid": os.getpid(), "level": level, "solo": False,
-               "limits": limits.for_job(nproc_base(level, 1)), "tasks": [],
-               "probe": {"read": list(readable.values()), "write": [str(work / "probe-write.txt")],
+               "limits": limits.for_job(nproc_base(level, 1)), "tasks": [], "kernel": kernel_guard(),
+               "probe": {"read": list(readable.values()), "write": [str(work / "write.txt")],
                          "connect": list(listener.getsockname()), "grader_pid": os.getpid()}}
         write_job(job_dir, job)
         worker = start_worker(job_dir, level, limits, protected=protected_folders(out_dir, submissions), plan=plan,
@@ -686,9 +710,15 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
         listener.close()
         shutil.rmtree(job_dir, ignore_errors=True)
         secret.unlink(missing_ok=True)
-        (work / "probe-write.txt").unlink(missing_ok=True)
+        (work / "write.txt").unlink(missing_ok=True)
     report["names"] = {v: k for k, v in readable.items()}
     return report
+
+
+# What the trial child tries of what the kernel shares (child.py's report keys), and how it is named.
+KERNEL_CHECKS = {"user_keyring": "a kernel keyring", "session_keyring": "the session keyring",
+                 "sysv_ipc": "SysV shared memory", "new_user_namespace": "a new user namespace",
+                 "clear_refs": "/proc/self/clear_refs"}
 
 
 def _findings(report: dict[str, Any], level: str, limits: Limits,
@@ -711,7 +741,21 @@ def _findings(report: dict[str, Any], level: str, limits: Limits,
         "can_fork": report.get("fork") is True,
         "interpreter_imports": report.get("imports") is True,
     }
-    problems = []
+    kernel = report.get("kernel") if isinstance(report.get("kernel"), dict) else {}
+    reached = {what: kernel.get(key) is True for key, what in KERNEL_CHECKS.items()}
+    verified.update({
+        "seccomp_filter": kernel.get("seccomp") == "2",
+        "keyrings_reachable": reached["a kernel keyring"] or reached["the session keyring"],
+        "sysv_ipc": reached["SysV shared memory"],
+        "new_namespaces": reached["a new user namespace"],
+        "peak_memory_resettable": reached["/proc/self/clear_refs"],
+        "installed_lessonlib_importable": kernel.get("lessonlib") is True,
+    })
+    problems = [f"learner code could reach {what}" for what, ok in reached.items() if ok]
+    if not verified["seccomp_filter"]:
+        problems.append(f"the seccomp filter was not in force in learner code (Seccomp: {kernel.get('seccomp')})")
+    if level == "bubblewrap" and verified["installed_lessonlib_importable"]:
+        problems.append("learner code could import the installed lessonlib past the stand-in")
     if level == "bubblewrap":
         problems += [f"learner code could read the {what.replace('_', ' ')}" for what, ok in readable.items() if ok]
         if wrote:
