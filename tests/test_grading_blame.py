@@ -27,7 +27,7 @@ _first = []
 def masked_softmax(scores, allowed):
     if not _first:
         _first.append(1)
-        time.sleep(2.5)  # honest but slow: the clock allows 2 * 1.5 + 1 = 4 s
+        time.sleep(1.5)  # honest but slow, in each process: the clock allows 2 * 1.5 + 1 = 4 s for both
     return _correct(scores, allowed)
 '''
 

@@ -53,7 +53,7 @@ def test_the_zip_holds_setup_run_autograder_and_the_wheel(tmp_path: Path) -> Non
         zf.extract(wheel_name, tmp_path)
     with zipfile.ZipFile(tmp_path / wheel_name) as wheel:
         inside = wheel.namelist()
-        assert "lessonlib/grading/worker.py" in inside and "lessonlib/exercises/runner.py" in inside
+        assert "lessonlib/grading/worker/main.py" in inside and "lessonlib/exercises/runner.py" in inside
         assert "lessonlib/exercises/answer_cells.json" in inside  # package data, from pyproject.toml
         assert any(n.startswith("lessonlib/training/checkpoints/") for n in inside)
         meta = wheel.read(next(n for n in inside if n.endswith(".dist-info/METADATA"))).decode()

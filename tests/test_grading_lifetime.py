@@ -284,8 +284,7 @@ def test_a_worker_whose_lifeline_breaks_ends_what_it_started(tmp_path: Path) -> 
     limits = sandbox.contained_limits(Limits(cpu_seconds=30), cgroups.Plan())
     task = {"key": "02_masking--masked_softmax", "exercise": "masked_softmax", "cases": [],
             "program": [{"label": "answer", "filename": "<answer>", "source": "import time\ntime.sleep(10_000)"}]}
-    job = {"version": 2, "grader_pid": os.getpid(), "level": "limits", "solo": False, "tasks": [task],
-           "limits": limits.for_job(sandbox.nproc_base("limits", 1))}
+    job = {**sandbox.job_head("limits", limits.for_job(sandbox.nproc_base("limits", 1))), "tasks": [task]}
     sandbox.write_job(job_dir, job)
     worker = sandbox.start_worker(job_dir, "limits", limits, protected=[], plan=cgroups.Plan())
     try:

@@ -5,7 +5,7 @@
     batch = grade(["submissions/alice", "submissions/bob"], settings)
     write_gradebook(settings.out, batch.results, batch.isolation, settings.limits(), settings.workers)
 
-The command ``lessonlib grade`` does both. Learner code runs only in ``worker.py`` processes
+The command ``lessonlib grade`` does both. Learner code runs only in the worker's processes (``worker/``)
 (see :mod:`lessonlib.grading.sandbox` for the isolation levels); this package reads back JSON and
 ``.npy`` files and judges them with :mod:`lessonlib.exercises`, the same checks learners run.
 LMS downloads are read by :mod:`~lessonlib.grading.lms`, rosters and ``lms-import.csv`` are

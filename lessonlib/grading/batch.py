@@ -256,11 +256,7 @@ def _prepare_job(batch: _Batch, plans: list[ExercisePlan], job_dir: Path,
     os.chmod(job_dir, 0o700)
     assert batch.isolation is not None
     level = batch.isolation.level
-    job: dict[str, Any] = {
-        "version": 2, "grader_pid": os.getpid(), "level": level, "solo": solo, "tasks": [],
-        "limits": batch.limits.for_job(sandbox.nproc_base(level, batch.settings.workers)),
-        "kernel": sandbox.kernel_guard(),
-    }
+    job = sandbox.job_head(level, batch.limits.for_job(sandbox.nproc_base(level, batch.settings.workers)), solo=solo)
     arrays: list[bytes] = []
     secret_arrays: list[bytes] = []
     probes: dict[str, str] = {}

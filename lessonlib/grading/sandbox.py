@@ -5,7 +5,7 @@ Two levels; ``--isolation auto`` takes the first that a trial run verifies:
 - ``bubblewrap``: the worker runs inside a bubblewrap sandbox (``bwrap``, Debian/Ubuntu package
   ``bubblewrap``), for root and for an ordinary user alike. New user (as an ordinary user), mount,
   PID, network, IPC and UTS namespaces; the root is an empty tmpfs holding only the system
-  libraries and the Python installation (read-only), the worker's three files and an empty
+  libraries and the Python installation (read-only), the worker's files and an empty
   scratch folder: nothing of the course, the output folder or any submission exists in there.
   As root, learner code runs as ``nobody``. The worker is PID 1 of the sandbox, so learner code
   cannot signal it, and the grading process is not in its PID namespace at all.
@@ -14,9 +14,14 @@ Two levels; ``--isolation auto`` takes the first that a trial run verifies:
   read and write whatever that user can (solutions/ and the output folder included), use the
   network and signal the grader: :data:`LIMITS_WARNING` says so, loudly, at every run.
 
-Both levels apply the same resource limits (CPU time, address space, processes, file size) and
-the same bounded, plain-data results. The worker reads its job on stdin and writes its results
-on stdout (see ``worker.py``), so it needs no view of the job folder.
+Both levels apply the same resource limits (CPU time, address space, processes, file size), the
+same guard around what the kernel shares (a fresh session keyring, non-dumpable, and the seccomp
+filter of ``syscalls.py``, installed in each child: :func:`kernel_guard`) and the same bounded,
+plain-data results. At level bubblewrap the installed lessonlib's folder is empty inside the
+sandbox; at level limits learner code can read it (the trial records whether it can import it:
+``installed_lessonlib_importable``), as it can read everything the grading user can. The worker
+reads its job on stdin and writes its results on stdout (see ``worker/``), so it needs no view of
+the job folder.
 
 Memory and processes are bounded per worker, on the host, by a control group where one can be
 had (``cgroups.py``); where none can, learner code may start no extra process, so that the
@@ -58,7 +63,7 @@ WORKER = Path(__file__).with_name("worker")  # the worker's package; its entry p
 WIRE = Path(__file__).with_name("wire.py")
 RUNNER = Path(__file__).resolve().parents[1] / "exercises" / "runner.py"
 
-INSIDE = "/lessonlib-grader"  # where the worker's three files appear in the sandbox
+INSIDE = "/lessonlib-grader"  # where the worker's package, runner.py and wire.py appear in the sandbox
 SCRATCH = "/scratch"
 JOB_FILE = "job.bin"  # the job, fed to the worker's stdin: one JSON frame, then the inputs' .npy frames
 OUT_FILE = "worker.out"  # the worker's stdout: records (see read_records)
@@ -349,7 +354,7 @@ def worker_env(scratch: str) -> dict[str, str]:
 
 def launch(level: str, limits: Limits, job_dir: Path, *, protected: Sequence[Path], probe: bool = False,
            lifeline: int | None = None, info_fd: int | None = None) -> tuple[list[str], Path]:
-    """The command that starts ``worker.py`` for one job at ``level``, and the folder it starts in
+    """The command that starts the worker (``worker/main.py``) for one job at ``level``, and the folder it starts in
     (``lifeline``: the worker's end of its lifeline; ``info_fd``: where bubblewrap writes the sandbox's PID)."""
     flags = (["--probe"] if probe else []) + (["--lifeline", str(lifeline)] if lifeline is not None else [])
     if level == "bubblewrap":
@@ -387,6 +392,13 @@ def kernel_guard() -> dict[str, Any]:
         return syscalls.build()
     except syscalls.FilterError as exc:
         raise IsolationError(str(exc)) from None
+
+
+def job_head(level: str, limits: dict[str, Any], *, solo: bool = False) -> dict[str, Any]:
+    """What every job starts with: the level, the limits (``Limits.for_job``), the kernel guard
+    each child installs, and the grading process's pid; ``tasks`` (or ``probe``) follow."""
+    return {"version": 2, "grader_pid": os.getpid(), "level": level, "solo": solo, "tasks": [],
+            "limits": limits, "kernel": kernel_guard()}
 
 
 def secret_part(limits: dict[str, Any], probes: dict[str, str] | None = None,
@@ -682,8 +694,7 @@ def _probe(level: str, limits: Limits, work: Path, out_dir: Path, submissions: S
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     try:
-        job = {"version": 2, "grader_pid": os.getpid(), "level": level, "solo": False,
-               "limits": limits.for_job(nproc_base(level, 1)), "tasks": [], "kernel": kernel_guard(),
+        job = {**job_head(level, limits.for_job(nproc_base(level, 1))),
                "probe": {"read": list(readable.values()), "write": [str(work / "write.txt")],
                          "connect": list(listener.getsockname()), "grader_pid": os.getpid()}}
         write_job(job_dir, job)
