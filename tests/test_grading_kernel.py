@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from grading_submissions import CORRECT_MASKED_SOFTMAX, correct_learner, notebook, write_learner
+from grading_submissions import CORRECT_MASKED_SOFTMAX, KILL_PARENT, correct_learner, notebook, write_learner
 from test_grading_hostile import load, run_cli
 
 from lessonlib.grading import sandbox
@@ -102,11 +102,19 @@ def tiled_attention(query, key, value, block_size):
     return _dense(query, key, value)
 '''
 
-# The same full matrix, then the peak that the kernel reports reset before returning.
+# The same full matrix, with what the answer itself measures silenced and the peak that the kernel
+# reports reset before returning (the process made dumpable first, so that /proc/self is its own).
 DENSE_CLEARED = DENSE[:DENSE.index("def tiled_attention")] + '''
+import tracemalloc
+
+tracemalloc.get_traced_memory = lambda: (0, 0)
+tracemalloc.reset_peak = lambda: None
+
 def tiled_attention(query, key, value, block_size):
     out = _dense(query, key, value)
     try:
+        import ctypes
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: its /proc files become its own again
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
     except OSError:
@@ -184,9 +192,12 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     for name, notebooks in learners.items():
         write_learner(subs / name, notebooks)
     try:
-        for _ in range(2):  # twice: a second run must find nothing of the first in its way
-            shutil.rmtree(out / "learners", ignore_errors=True)
-            run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level)
+        run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level)
+        # again, as after a run stopped with Ctrl-C: the learners' job folders are still there
+        shutil.rmtree(out / "learners")
+        for name in ("probe-limits", "probe-secret.txt", "probe-bubblewrap"):
+            (out / ".grading" / "work" / name / "scratch").mkdir(parents=True, exist_ok=True)
+        run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level)
     finally:
         for key in planted:
             if key is not None:
@@ -263,6 +274,25 @@ def test_learners_named_like_the_trial_files_are_graded_like_anyone(graded) -> N
     grades, _, _ = graded
     for name in ("probe-limits", "probe-secret.txt"):
         assert grades[name]["causal_mask"]["points"] == grades[name]["causal_mask"]["max_points"], grades[name]
+
+
+def test_a_killer_named_like_a_trial_folder_is_blamed(tmp_path: Path) -> None:
+    """At level limits an ordinary user's learner code can kill the grading process; a learner
+    whose folder is named like the grader's old trial folders is found and blamed like any other,
+    and the batch finishes. (Root's learner code runs as nobody, which cannot kill the grader.)"""
+    if os.geteuid() == 0:
+        pytest.skip("as root learner code runs as nobody and cannot kill the grading process")
+    if why := sandbox.python_refused_to_nobody():
+        pytest.skip(f"level limits is not available here: {why}")
+    subs, out = tmp_path / "submissions", tmp_path / "gradebook"
+    write_learner(subs / "probe-x", {"02_masking.ipynb": notebook("02_masking.ipynb",
+                                                                 answers={"masked_softmax": KILL_PARENT})})
+    write_learner(subs / "zoe", {"02_masking.ipynb": notebook("02_masking.ipynb")})
+    run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--isolation", "limits")
+    data, _ = load(out)
+    grades = {lr["learner"]: {e["exercise"]: e for e in lr["exercises"]} for lr in data["learners"]}
+    assert grades["probe-x"]["masked_softmax"]["status"] == "stopped_grader"
+    assert grades["zoe"]["masked_softmax"]["status"] == "passed"
 
 
 def test_the_trial_verified_the_kernel_guard(graded) -> None:
