@@ -313,3 +313,25 @@ def test_the_memory_limit_that_held_is_recorded_with_the_isolation(tmp_path: Pat
     assert limits["memory"] == (plan.kind or "per process")
     assert limits["extra_processes"] == (32 if plan.kind else 0)
     assert limits["margin_mb"] == sandbox.margin_mb(level[1], Limits())
+
+
+def test_an_exercise_that_sleeps_holds_the_clock_once(tmp_path: Path) -> None:
+    """The public and the hidden cases share the exercise's time on the clock: when the public
+    child sleeps past it, the hidden child is never started (and ends as the public one did)."""
+    _level("limits")
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    limits = sandbox.contained_limits(Limits(cpu_seconds=0.5), cgroups.Plan())
+    task = {"key": "02_masking--masked_softmax", "exercise": "masked_softmax", "cases": [], "hidden": True,
+            "hidden_memory": False,
+            "program": [{"label": "answer", "filename": "<answer>", "source": "import time\ntime.sleep(10_000)"}]}
+    job = {**sandbox.job_head("limits", limits.for_job(sandbox.nproc_base("limits", 1))), "tasks": [task]}
+    sandbox.write_job(job_dir, job, secrets=sandbox.secret_part(job["limits"], hidden={"masked_softmax": []}))
+    worker = sandbox.start_worker(job_dir, "limits", limits, protected=[], plan=cgroups.Plan())
+    try:
+        worker.process.wait(timeout=60)
+    finally:
+        sandbox.stop_worker(worker)
+    (result,) = [h for h, _ in sandbox.read_records(job_dir, limits) if h.get("kind") == "result"]
+    assert result["fate"]["timed_out"] == "wall"
+    assert result["hidden_fate"]["not_started"] is True and result["hidden_fate"]["timed_out"] == "wall"
