@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from grading_submissions import CORRECT_MASKED_SOFTMAX, WRONG_PADDING, masking, notebook, write_learner
+from markdown_view import shown
 
 from lessonlib import cli
 from lessonlib.grading import sandbox
@@ -101,8 +102,8 @@ def test_run_autograder_writes_results_json(tmp_path: Path) -> None:
     padding = tests["02_masking: padding_mask"]
     assert padding["score"] == 0 and padding["status"] == "failed"
     assert "padding_inverted" in padding["output"] and "Hint:" in padding["output"]
-    assert tests["03_position: apply_rope"]["score"] == 0 and "No 03_position.ipynb" in tests[
-        "03_position: apply_rope"]["output"]
+    assert tests["03_position: apply_rope"]["score"] == 0 and "No 03_position.ipynb" in shown(tests[
+        "03_position: apply_rope"]["output"])
     auto = [t for t in results["tests"] if t["max_score"] > 0]
     assert results["score"] == sum(t["score"] for t in auto)
     assert any("graded by hand" in t["name"] for t in results["tests"])
@@ -131,7 +132,7 @@ def test_a_missing_assignment_file_is_reported_not_guessed(tmp_path: Path) -> No
     write_learner(root / "submission", masking())
     assert cli.main(["gradescope", "run", "--root", str(root), "--timeout", "2"]) == 0
     results = json.loads((root / "results" / "results.json").read_text())
-    assert results["score"] == 0 and "assignment.json is missing" in results["output"]
+    assert results["score"] == 0 and "assignment.json is missing" in shown(results["output"])
 
 
 # --- hostile learners in a stand-in /autograder, with lessonlib installed from the wheel -------------

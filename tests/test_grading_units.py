@@ -332,7 +332,7 @@ def test_gradebook_files(tmp_path: Path) -> None:
     assert summary[1].startswith(f"{result.key},Zoë O'Neil,1,{total:g},{100 / total:.1f},{pending:g},0,1,,bubblewrap,,")
     text = feedback_markdown(result)
     assert "SECRET" not in text and "hidden-2` (a hidden case)" in text
-    assert "> Weights are not effects.\n>\n> Ablate a key." in text and "**Needs manual grading**" in text
+    assert "```\nWeights are not effects.\n\nAblate a key.\n```" in text and "**Needs manual grading**" in text
     assert json.loads((tmp_path / "grades.json").read_text())["learners"][0]["manual_pending"] == pending
     assert not list(tmp_path.glob(".*tmp"))
 

@@ -9,6 +9,9 @@ Hidden cases are named but their inputs, expected and returned values are not sh
 expected and returned values are described alike (``an array of shape (4, 6), float64`` twice),
 one box says so and the detail names the entries that differ. :func:`summary_text` is the short
 plain-text summary for Moodle's "Feedback comments" column.
+
+In Markdown every text is inert, whoever wrote it: inline text is escaped and one line, a quotation
+or a value is a code block that nothing in it can close (:mod:`safe_text` does both).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lessonlib.grading import records as r
+from lessonlib.grading.safe_text import markdown_block, markdown_code, markdown_inline
 
 MAX_CASES = 4  # failed cases shown per exercise
 MAX_WRITTEN = 20_000  # characters of a written answer copied into the feedback
@@ -221,17 +225,16 @@ def summary_text(result: r.LearnerResult | None, *, most: int = 3) -> str:
 
 
 def _inline(text: Spans) -> str:
-    marks = {"strong": "**", "code": "`", "em": "_"}
-    return "".join(f"{marks.get(s.style, '')}{s.text}{marks.get(s.style, '')}" for s in text)
-
-
-def _fence(text: str) -> list[str]:
-    fence = "````" if "```" in text else "```"
-    return [fence, *text.splitlines(), fence]
-
-
-def _quote(text: str) -> list[str]:
-    return ["> " + line if line.strip() else ">" for line in text.splitlines()]
+    out = []
+    for s in text:
+        if s.style == "code":
+            out.append(markdown_code(s.text))
+        elif s.style in ("strong", "em"):
+            mark = "**" if s.style == "strong" else "_"
+            out.append(f"{mark}{markdown_inline(s.text)}{mark}" if s.text else "")
+        else:
+            out.append(markdown_inline(s.text))
+    return "".join(out)
 
 
 def _indent(lines: Sequence[str]) -> list[str]:
@@ -251,20 +254,20 @@ def _block_lines(block: Block) -> list[str]:
     if isinstance(block, Para):
         return [_inline(block.text)]
     if isinstance(block, Quote):
-        return _quote(block.text)
+        return markdown_block(block.text)
     if isinstance(block, Box):
-        return [block.label, "", *_fence(block.text)]
+        return [markdown_inline(block.label), "", *markdown_block(block.text)]
     if isinstance(block, Bullets):
         lines = [line for item in block.items for line in _item_lines(item)]
         return lines[:-1] if lines and not lines[-1] else lines
     if isinstance(block, Table):
-        return ["| " + " | ".join(block.header) + " |", "|" + "---|" * len(block.header),
-                *("| " + " | ".join(row) + " |" for row in block.rows)]
+        return ["| " + " | ".join(map(markdown_inline, block.header)) + " |", "|" + "---|" * len(block.header),
+                *("| " + " | ".join(map(markdown_inline, row)) + " |" for row in block.rows)]
     return ["---"]
 
 
 def markdown_lines(blocks: Sequence[Block]) -> list[str]:
-    """Blocks as Markdown lines, a blank line after each block."""
+    """Blocks as Markdown lines, a blank line after each block; no text in them is Markdown syntax."""
     return [line for block in blocks for line in [*_block_lines(block), ""]]
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from lessonlib.grading import records as r
 from lessonlib.grading.batch import GradeSettings, GradingError, assignment_seed, grade
-from lessonlib.grading.feedback import exercise_blocks, markdown_lines
+from lessonlib.grading.feedback import Para, exercise_blocks, markdown_lines, spans
 from lessonlib.grading.files import atomic_write_bytes, atomic_write_json
 from lessonlib.grading.submissions import assignment_courses
 from lessonlib.grading.wheel import WheelError, build_wheel
@@ -185,8 +185,13 @@ def _working_in(folder: Path) -> Iterator[None]:
         os.chdir(before)
 
 
+def _summary(lines: list[str]) -> str:
+    """The overall output: paragraphs, each inert Markdown (file names are the learner's)."""
+    return "\n".join(markdown_lines([Para(spans(line)) for line in lines])).strip()
+
+
 def _failed(results_path: Path, message: str, notes: list[str]) -> Path:
-    atomic_write_json(results_path, {"score": 0.0, "tests": [], "output": "\n\n".join(
+    atomic_write_json(results_path, {"score": 0.0, "tests": [], "output_format": "md", "output": _summary(
         [f"The submission could not be graded: {message}"] + [f"Note: {note}" for note in notes])}, mode=0o644)
     return results_path
 
@@ -224,7 +229,8 @@ def run_autograder(root: Path, *, timeout: float = 10.0, memory_mb: int = 1024, 
     output += [f"Note: {note}" for note in skipped + result.notes]
     data = {
         "score": score,
-        "output": "\n\n".join(output),
+        "output": _summary(output),
+        "output_format": "md",
         "tests": _tests(grades),
         "extra_data": {"isolation": isolation.level, "isolation_warning": isolation.warning,
                        "runs_as": isolation.verified.get("runs_as"), "notebooks": list(notebooks)},
