@@ -292,7 +292,7 @@ def test_gradescope_output_keeps_every_learner_text_inert() -> None:
     from lessonlib.grading.gradescope import _summary, _tests
 
     result = _hostile()
-    (output,) = [t["output"] for t in _tests(result.exercises) if t.get("output_format") == "md"]
+    (output,) = [t["output"] for t in _tests(result.exercises, "after_due_date") if t.get("output_format") == "md"]
     _assert_inert(output, ("masked_softmax",))
     _assert_inert(_summary([f"Note: {note}" for note in result.notes]), (), (LINK, FORGED_NOTE))
 

@@ -5,7 +5,8 @@ Gradescope output render the same blocks, so they never say different things. A 
 heading, a paragraph of styled spans, a quotation of someone's own words (a written answer, an
 instructor's comment), a box holding a value (expected, got), a bulleted list, a table or a rule.
 
-Hidden cases are named but their inputs, expected and returned values are not shown. When the
+Of hidden cases a learner is told how many passed ("3 of 4 hidden cases passed") and nothing else:
+no id, description, input, order or per-case status, and no diagnosis resting on them. When the
 expected and returned values are described alike (``an array of shape (4, 6), float64`` twice),
 one box says so and the detail names the entries that differ. :func:`summary_text` is the short
 plain-text summary for Moodle's "Feedback comments" column.
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lessonlib.exercises.results import HIDDEN_ONLY, hidden_line
 from lessonlib.grading import records as r
 from lessonlib.grading.safe_text import markdown_block, markdown_code, markdown_inline
 
@@ -141,9 +143,6 @@ def _alike(f: dict) -> list[Block]:
 
 
 def _case_item(f: dict) -> Item:
-    if f.get("hidden"):
-        return Item(spans(Span(f["case"], "code"),
-                          f" (a hidden case): {f['description']}: {f['reason'].replace('_', ' ')}"))
     if f["expected"] == f["got"]:
         children = _alike(f)
     else:
@@ -153,23 +152,37 @@ def _case_item(f: dict) -> Item:
     return Item(spans(Span(f["case"], "code"), f": {f['description']}"), tuple(children))
 
 
-def exercise_blocks(g: r.ExerciseGrade) -> list[Block]:
-    """The feedback of one exercise or written answer."""
+def exercise_blocks(g: r.ExerciseGrade, *, hidden: bool = True) -> list[Block]:
+    """The feedback of one exercise or written answer.
+
+    ``hidden`` False: its public part alone (Gradescope's public test), saying nothing of hidden
+    cases, not even the exercise's points, which count them.
+    """
     if g.kind == "manual":
         return _written_blocks(g)
+    shown = [f for f in g.failed_cases if not f.get("hidden", True)]  # a hidden case: counted, never listed
     words = r.STATUS_WORDS.get(g.status, g.status)
-    blocks: list[Block] = [Heading(3, spans(f"{g.exercise}: {_num(g.points)} / {_num(g.max_points)} points, {words}"))]
+    if hidden or not g.hidden_total:
+        title = f"{g.exercise}: {_num(g.points)} / {_num(g.max_points)} points, {words}"
+    else:
+        public_words = words if g.status not in (r.PASSED, r.FAILED) else "failed" if shown else "passed"
+        title = f"{g.exercise}, public cases: {public_words}"
+    blocks: list[Block] = [Heading(3, spans(title))]
     if g.reason:
         blocks.append(Para(spans(g.reason)))
+    if g.hidden_total and hidden:
+        blocks.append(Para(spans(hidden_line(g.hidden_passed, g.hidden_total) + ".")))
+        if g.status == r.FAILED and not shown:
+            blocks.append(Para(spans(HIDDEN_ONLY)))
     if g.diagnoses:
         items = tuple(Item(spans(Span(d["title"], "strong"), " (", Span(d["name"], "code"), f"): {d['message']}"),
                            (Bullets((Item(spans(f"Hint: {d['hint']}")), Item(spans(f"Reread: {d['reread']}")))),))
                       for d in g.diagnoses)
         blocks += [Para(spans(Span("What your answer shows", "strong"))), Bullets(items)]
-    if g.failed_cases:
-        items = tuple(_case_item(f) for f in g.failed_cases[:MAX_CASES])
-        if len(g.failed_cases) > MAX_CASES:
-            items += (Item(spans(f"... and {len(g.failed_cases) - MAX_CASES} more")),)
+    if shown:
+        items = tuple(_case_item(f) for f in shown[:MAX_CASES])
+        if len(shown) > MAX_CASES:
+            items += (Item(spans(f"... and {len(shown) - MAX_CASES} more")),)
         blocks += [Para(spans(Span("Cases that failed", "strong"))), Bullets(items)]
     blocks += [Para(spans(f"Note: {note}")) for note in g.notes]
     return blocks
