@@ -388,7 +388,7 @@ def test_gradescope_says_which_files_it_left_out(tmp_path: Path) -> None:
     (tmp_path / "submission" / "work" / "02_masking.ipynb").symlink_to(SOLUTIONS / "02_masking.ipynb")
     results = json.loads(run_autograder(tmp_path).read_text())
     assert results["score"] == 0
-    assert "work/02_masking.ipynb is a symbolic link; links are not followed" in results["output"]
+    assert "work/02_masking.ipynb is a symbolic link; links are not followed" in shown(results["output"])
 
 
 # --- row 11: answer cells by their tag, duplicated ids, every skipped file listed -------------------------
