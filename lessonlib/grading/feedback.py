@@ -25,7 +25,6 @@ from lessonlib.grading import records as r
 from lessonlib.grading.safe_text import markdown_block, markdown_code, markdown_inline
 
 MAX_CASES = 4  # failed cases shown per exercise
-MAX_WRITTEN = 20_000  # characters of a written answer copied into the feedback
 SUMMARY_MARK = "Automatic grading:"  # how the Feedback comments summary begins (and is found again)
 
 
@@ -99,12 +98,6 @@ def _num(x: float | None) -> str:
     return "" if x is None else f"{x:g}"
 
 
-def _cut(text: str) -> str:
-    if len(text) > MAX_WRITTEN:
-        return text[:MAX_WRITTEN] + "\n\n[... cut: the answer is longer than the grader copies]"
-    return text
-
-
 # --- what the feedback says ---------------------------------------------------------------------
 
 
@@ -118,7 +111,7 @@ def _written_blocks(g: r.ExerciseGrade) -> list[Block]:
         title = f"{g.exercise} (written answer): {_num(g.points)} / {_num(g.max_points)} points, graded by hand"
         blocks: list[Block] = [Heading(3, spans(title)), *_questions(g)]
         if g.answer_text:
-            blocks += [Para(spans("Your answer:")), Quote(_cut(g.answer_text))]
+            blocks += [Para(spans("Your answer:")), Quote(g.answer_text)]
         if g.diagnosis:
             blocks.append(Para(spans(f"Rubric: {g.diagnosis}")))
         if g.reason:
@@ -127,7 +120,7 @@ def _written_blocks(g: r.ExerciseGrade) -> list[Block]:
     words = r.STATUS_WORDS.get(g.status, g.status)
     blocks = [Heading(3, spans(f"{g.exercise} (written answer, {_num(g.max_points)} points): {words}")), *_questions(g)]
     if g.answer_text:
-        blocks += [Para(spans("Your answer:")), Quote(_cut(g.answer_text)),
+        blocks += [Para(spans("Your answer:")), Quote(g.answer_text),
                    Para(spans(Span("Needs manual grading", "strong"),
                               f" ({_num(g.max_points)} points): your instructor reads this answer."))]
     elif g.reason:
