@@ -307,3 +307,24 @@ def test_html_feedback_keeps_every_learner_text_inert() -> None:
     text = "".join(parser.text)
     for attack in (FENCE_BREAK, EXIT, IMG, LINK, FORGED_NOTE.strip()):
         assert attack in text, attack
+
+
+def test_gradescopes_public_part_says_nothing_of_a_hidden_timeout() -> None:
+    """Only the hidden cases ran out of time: the public test passes and its text says nothing of
+    them; the hidden test carries the count and the points they lost."""
+    from lessonlib.grading.gradescope import _tests
+
+    hidden = [{"case": f"hidden-{i}", "description": f"length {i + 9}", "reason": "raised", "expected": "",
+               "got": "", "detail": "", "hidden": True} for i in range(1, 5)]
+    grade = r.ExerciseGrade("02_masking.ipynb", "causal_mask", 0.43, 1.0, r.TIMEOUT, "Stopped",
+                            "Stopped: the hidden cases ran out of time. 3 of 7 cases finished before that; only "
+                            "those count.", passed_cases=3, total_cases=7, failed_cases=hidden, hidden_passed=0,
+                            hidden_total=4)
+    public, secret = _tests([grade], "after_due_date")
+    assert public["status"] == "passed" and public["score"] == public["max_score"] == 0.43
+    assert "hidden" not in public["output"] and "time" not in public["output"], public["output"]
+    assert "3 of 3 public cases passed." in shown(public["output"])
+    assert secret["status"] == "failed" and (secret["score"], secret["max_score"]) == (0, 0.57)
+    assert shown(secret["output"]) == "0 of 4 hidden cases passed."
+    assert secret["visibility"] == "after_due_date" and public["visibility"] == "visible"
+    assert "length 1" not in shown(feedback_markdown(r.LearnerResult("a", "a", "f", "b", "now", [grade])))

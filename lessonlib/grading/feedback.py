@@ -155,14 +155,18 @@ def exercise_blocks(g: r.ExerciseGrade, *, hidden: bool = True) -> list[Block]:
         return _written_blocks(g)
     shown = [f for f in g.failed_cases if not f.get("hidden", True)]  # a hidden case: counted, never listed
     words = r.STATUS_WORDS.get(g.status, g.status)
+    reason = g.reason
     if hidden or not g.hidden_total:
         title = f"{g.exercise}: {_num(g.points)} / {_num(g.max_points)} points, {words}"
-    else:
-        public_words = words if g.status not in (r.PASSED, r.FAILED) else "failed" if shown else "passed"
-        title = f"{g.exercise}, public cases: {public_words}"
+    elif shown:
+        title = f"{g.exercise}, public cases: {'failed' if g.status in (r.PASSED, r.FAILED) else words}"
+    else:  # every public case passed: whatever else the status says is about the hidden ones
+        title = f"{g.exercise}, public cases: passed"
+        public = g.total_cases - g.hidden_total
+        reason = f"{g.passed_cases - g.hidden_passed} of {public} public cases passed."
     blocks: list[Block] = [Heading(3, spans(title))]
-    if g.reason:
-        blocks.append(Para(spans(g.reason)))
+    if reason:
+        blocks.append(Para(spans(reason)))
     if g.hidden_total and hidden:
         blocks.append(Para(spans(hidden_line(g.hidden_passed, g.hidden_total) + ".")))
         if g.status == r.FAILED and not shown:

@@ -187,10 +187,9 @@ def _tests(grades: list[r.ExerciseGrade], hidden_visibility: str) -> list[dict[s
                           "output_format": "md", "visibility": "visible"})
             continue
         public, public_max, hidden = _split(g)
-        public_ok = g.status == r.PASSED or (g.status == r.FAILED and not any(
-            not f.get("hidden", True) for f in g.failed_cases))
+        public_failed = any(not f.get("hidden", True) for f in g.failed_cases)
         tests.append({"name": name, "score": public, "max_score": public_max,
-                      "status": "passed" if public_ok else "failed", "output": output, "output_format": "md",
+                      "status": "failed" if public_failed else "passed", "output": output, "output_format": "md",
                       "visibility": "visible"})
         tests.append({
             "name": f"{name} (hidden cases)", "score": hidden, "max_score": round(g.max_points - public_max, 2),
