@@ -152,4 +152,6 @@ def test_values_are_counted_outside_strings() -> None:
 
     quoted = json.dumps({"source": ["{}," * MAX_JSON_VALUES]}).encode()  # braces in a string build nothing
     assert json_values(quoted) < 10
+    escaped = json.dumps({"source": ['say "{,}",' * MAX_JSON_VALUES, "ends in a backslash \\", "[,"]}).encode()
+    assert json_values(escaped) == 5  # { [ and two commas outside strings, plus one
     assert json_values(json.dumps([{}] * (MAX_JSON_VALUES + 1)).encode()) > MAX_JSON_VALUES
