@@ -155,8 +155,8 @@ def _read_regular_file(path: Path) -> bytes | str:
 
 
 def json_values(raw: bytes) -> int:
-    """About how many values a JSON text holds: its objects, lists and the commas between items,
-    counted outside strings. The bytes are counted first, strings and all: most notebooks stop
+    """How many values a JSON text parses into, at most: its objects, lists and the commas between
+    items, counted outside strings, plus one. The bytes are counted first, strings and all: most notebooks stop
     there. Otherwise one pass skips the strings (linear in the size, whatever the escapes)."""
     rough = raw.count(b",") + raw.count(b"{") + raw.count(b"[") + 1
     if rough <= MAX_JSON_VALUES:
@@ -197,9 +197,9 @@ def read_notebook(path: Path) -> Notebook:
                                          "may have")
         values = json_values(raw)
         if values > MAX_JSON_VALUES:
-            return Notebook(path, problem=f"it holds about {values:,} JSON values (objects, lists and their items), "
-                                          f"more than the {MAX_JSON_VALUES:,} a notebook may have; an exercise "
-                                          "notebook holds a few thousand")
+            return Notebook(path, problem=f"it has {values:,} JSON objects, lists and item separators, more than "
+                                          f"the {MAX_JSON_VALUES:,} a notebook may have (an exercise notebook has a "
+                                          "few thousand)")
         text = raw.decode("utf-8")
         del raw  # the text alone from here: one copy of the file, not two
         data = json.loads(text)
