@@ -232,7 +232,7 @@ def _cmd_gradescope_build(args: argparse.Namespace) -> int:
 
     try:
         notebooks = [n.strip() for n in (args.notebooks or "").split(",") if n.strip()]
-        path = build_autograder(Path(args.out), notebooks, args.seed)
+        path = build_autograder(Path(args.out), notebooks, args.seed, args.hidden_visibility)
     except GradescopeError as exc:
         print(f"lessonlib gradescope build: {exc}", file=sys.stderr)
         return 2
@@ -250,6 +250,8 @@ def _cmd_gradescope_run(args: argparse.Namespace) -> int:
 
 def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
     """``lessonlib gradescope build|run``."""
+    from lessonlib.grading.gradescope import HIDDEN_VISIBILITIES
+
     group = subparsers.add_parser("gradescope", help="the checks as a Gradescope autograder")
     commands = group.add_subparsers(dest="gradescope_command", required=True)
     build = commands.add_parser("build", help="write the autograder zip (setup.sh, run_autograder, the wheel, "
@@ -259,6 +261,10 @@ def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
                                                            "separated (default: all of them)")
     build.add_argument("--seed", type=int, default=None, metavar="S",
                        help="seed of the hidden cases (default: a secret one drawn at random, kept only in the zip)")
+    build.add_argument("--hidden-visibility", default="after_due_date", choices=HIDDEN_VISIBILITIES,
+                       help="when learners see how many hidden cases passed, and their points: Gradescope's "
+                            "visibility of each exercise's hidden part (default after_due_date; its public "
+                            "part is always visible)")
     build.set_defaults(func=_cmd_gradescope_build)
     run = commands.add_parser("run", help="grade ROOT/submission into ROOT/results/results.json (run_autograder "
                                           "calls this inside Gradescope)")

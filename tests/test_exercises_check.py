@@ -291,7 +291,7 @@ def test_judging_outcomes_sent_back_as_plain_data_matches_check(name, answer):
         _from_wire(*_to_wire(run_case(answer, c.args, call=c.call, trace_memory=c.trace_memory)))
         for c in cases
     ]
-    graded = judge(name, cases, outcomes)
+    graded = judge(name, cases, outcomes).for_learner()  # check() gives a learner nothing of hidden cases
     direct = check(name, answer, seed=5, quiet=True)
     assert graded.status == direct.status
     assert graded.points == direct.points

@@ -17,6 +17,7 @@ from pathlib import Path
 import exercise_answers
 import nbformat
 import pytest
+from markdown_view import shown
 
 from lessonlib.exercises.cells import check_notes, slice_cells
 from lessonlib.notebook_tools import execute_notebook
@@ -199,7 +200,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory):
         verdicts, more = _check_outputs(learner / name)
         checks.update(verdicts)
         text += more
-    feedback = next((out / "feedback").glob("*.md")).read_text()
+    feedback = shown(next((out / "feedback").glob("*.md")).read_text())  # as a viewer renders it
     return grades, checks, text, feedback
 
 

@@ -13,6 +13,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from markdown_view import shown, view
 
 from lessonlib.grading import records as r
 from lessonlib.grading.feedback import summary_text
@@ -86,14 +87,15 @@ def test_the_html_and_the_markdown_say_the_same_things() -> None:
     parser = _Tags()
     parser.feed(page)
     text = " ".join("".join(parser.text).split())
+    read = shown(markdown)
     for said in ("1 / 3 points, failed", "1 of 3 cases passed.", "Hint: Flip the comparison & retry.",
                  "Question: what do weights show?", "Weights are not effects.", "Needs manual grading",
                  "first at [0, 1]: expected 0.25, got 0.75."):
-        assert said in markdown and said in text, said
+        assert said in read and said in text, said
 
 
 def test_expected_and_got_described_alike_get_one_box_that_says_what_differs() -> None:
-    markdown = feedback_markdown(_result("Amy Jones"))
+    markdown = shown(feedback_markdown(_result("Amy Jones")))
     assert markdown.count("an array of shape (4, 6), float64") == 1 and "got:" not in markdown
     assert "expected and got, described alike:" in markdown and "expected 0.25, got 0.75" in markdown
     grade = _result("Amy Jones").exercises[0]
@@ -237,3 +239,92 @@ def test_moodle_folder_names_carry_one_id_whatever_the_name(name: str) -> None:
     (path,) = upload_entries([result], {result.key: "<!DOCTYPE html>"})[MOODLE_ZIP]
     folder = path.split("/")[0]
     assert len(path.split("/")) == 2 and folder.split("_", 4)[1] == "42" and MOODLE_FOLDER.match(folder)["id"] == "42"
+
+
+# --- learner text is inert in every format -----------------------------------------------------------
+
+# What learners wrote to forge feedback: a code block closed early, a heading and an image (a
+# tracking beacon) in an exception's text, raw HTML, a link, and a note addressed to the instructor.
+FENCE_BREAK = "My answer.\n````\n## passed: 3 / 3 points\n````\n```\nstill mine"
+EXIT = "SystemExit: ## passed\n![x](http://e.example/beacon.png)"
+IMG = '<img src="http://e.example/beacon.png">'
+LINK = "[click](http://e.example/phish) or www.e.example/phish"
+FORGED_NOTE = "\n# Grader note for the instructor\n\nGive this learner full marks.\n"
+ATTACKS = (EXIT, IMG, LINK, FORGED_NOTE)
+
+
+def _hostile() -> r.LearnerResult:
+    result = _result(f"Mallory {IMG}", answer=FENCE_BREAK)
+    failed = result.exercises[0]
+    failed.reason = f"Stopped: it called sys.exit() ({EXIT}); an answer must return its result."
+    failed.notes = [f"Running the definitions of cell 3 raised ValueError: {LINK}{FORGED_NOTE}"]
+    failed.failed_cases[0].update(got=f"str '{FENCE_BREAK}'", detail=f"Expected an array, got {IMG}.")
+    graded = r.ExerciseGrade("05_interpretation.ipynb", "q2", 2.0, 2.0, r.GRADED_BY_HAND, kind="manual",
+                             reason=FORGED_NOTE + IMG, answer_text=EXIT)
+    result.exercises.append(graded)
+    result.notes = [f"{LINK}.ipynb is not a notebook; it was not graded.{FORGED_NOTE}"]
+    return result
+
+
+def _assert_inert(markdown: str, headings: tuple[str, ...], attacks: tuple[str, ...] = ATTACKS) -> None:
+    """No tag but plain structure, no attribute (no src, no href), only our headings, and every attack
+    shown as the characters the learner wrote."""
+    seen = view(markdown)
+    assert seen.tag_names <= {"p", "h1", "h2", "h3", "strong", "em", "code", "pre", "ul", "li", "table", "thead",
+                              "tbody", "tr", "th", "td", "hr"}, seen.tag_names
+    assert not any(attrs for _, attrs in seen.tags), seen.tags
+    assert all(h.startswith(headings) for h in seen.headings), seen.headings
+    for attack in attacks:
+        assert " ".join(attack.split()) in seen.text, attack
+
+
+def test_markdown_feedback_keeps_every_learner_text_inert() -> None:
+    markdown = feedback_markdown(_hostile())
+    _assert_inert(markdown, ("Feedback: Mallory", "02_masking", "05_interpretation", "masked_softmax", "q_weights",
+                             "q2"))
+    seen = view(markdown)
+    assert seen.headings[0] == f"Feedback: Mallory {IMG}"
+    assert FENCE_BREAK + "\n" in seen.code_blocks  # the whole answer in one block, as written
+    assert f"str '{FENCE_BREAK}'\n" in seen.code_blocks  # a returned text, in its box
+
+
+def test_gradescope_output_keeps_every_learner_text_inert() -> None:
+    from lessonlib.grading.gradescope import _summary, _tests
+
+    result = _hostile()
+    (output,) = [t["output"] for t in _tests(result.exercises, "after_due_date") if t.get("output_format") == "md"]
+    _assert_inert(output, ("masked_softmax",))
+    _assert_inert(_summary([f"Note: {note}" for note in result.notes]), (), (LINK, FORGED_NOTE))
+
+
+def test_html_feedback_keeps_every_learner_text_inert() -> None:
+    page = feedback_html(_hostile())
+    parser = _Tags()
+    parser.feed(page)
+    assert not {"img", "a", "script", "link"} & {tag for tag, _ in parser.tags}
+    assert {name for _, attrs in parser.tags for name in attrs} <= {"lang", "charset", "http-equiv", "content", "name",
+                                                                     "style"}
+    text = "".join(parser.text)
+    for attack in (FENCE_BREAK, EXIT, IMG, LINK, FORGED_NOTE.strip()):
+        assert attack in text, attack
+
+
+def test_gradescopes_public_part_says_nothing_of_a_hidden_timeout() -> None:
+    """Only the hidden cases ran out of time: the public test passes and its text says nothing of
+    them; the hidden test carries the count and the points they lost."""
+    from lessonlib.grading.gradescope import _tests
+
+    hidden = [{"case": f"hidden-{i}", "description": f"length {i + 9}", "reason": "raised", "expected": "",
+               "got": "", "detail": "", "hidden": True} for i in range(1, 5)]
+    grade = r.ExerciseGrade("02_masking.ipynb", "causal_mask", 0.43, 1.0, r.TIMEOUT, "Stopped",
+                            "Stopped: the hidden cases ran out of time. 3 of 7 cases finished before that; only "
+                            "those count.", passed_cases=3, total_cases=7, failed_cases=hidden, hidden_passed=0,
+                            hidden_total=4)
+    public, secret = _tests([grade], "after_due_date")
+    assert public["status"] == "passed" and public["score"] == public["max_score"] == 0.43
+    assert "hidden" not in public["output"] and "time" not in public["output"], public["output"]
+    assert "3 of 3 public cases passed." in shown(public["output"])
+    assert secret["status"] == "failed" and (secret["score"], secret["max_score"]) == (0, 0.57)
+    assert shown(secret["output"]) == "0 of 4 hidden cases passed."
+    assert secret["visibility"] == "after_due_date" and public["visibility"] == "visible"
+    assert "length 1" not in shown(feedback_markdown(r.LearnerResult("a", "a", "f", "b", "now", [grade])))

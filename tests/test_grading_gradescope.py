@@ -19,9 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from grading_submissions import CORRECT_MASKED_SOFTMAX, WRONG_PADDING, masking, notebook, write_learner
+from markdown_view import shown
 
 from lessonlib import cli
+from lessonlib.exercises import EXERCISES
 from lessonlib.grading import gradescope, sandbox
+from lessonlib.grading.gradescope import GradescopeError, assignment, read_assignment
 
 MASKING = "02_masking.ipynb"
 
@@ -44,6 +47,7 @@ def test_the_zip_holds_setup_run_autograder_and_the_wheel(tmp_path: Path) -> Non
         # the assignment: its notebooks and a secret seed, unreadable but to root once unpacked
         settings = json.loads(zf.read("assignment.json"))
         assert settings["notebooks"] == [MASKING] and isinstance(settings["seed"], int)
+        assert settings["hidden_visibility"] == "after_due_date"
         assert zf.getinfo("assignment.json").external_attr >> 16 & 0o077 == 0
         assert zf.getinfo("run_autograder").external_attr >> 16 & 0o111  # executable
         setup, run = zf.read("setup.sh").decode(), zf.read("run_autograder").decode()
@@ -106,17 +110,20 @@ def test_run_autograder_writes_results_json(tmp_path: Path) -> None:
     assert cli.main(["gradescope", "run", "--root", str(root), "--timeout", "2", "--memory", "512"]) == 0
     results = json.loads((root / "results" / "results.json").read_text())
     tests = {t["name"]: t for t in results["tests"]}
-    assert set(results) >= {"score", "tests", "output"}
+    assert set(results) >= {"tests", "output"} and "score" not in results  # hidden parts: after the due date
     for t in results["tests"]:
         assert set(t) >= {"name", "score", "max_score", "output", "visibility"}
     assert tests["02_masking: causal_mask"]["score"] == tests["02_masking: causal_mask"]["max_score"] > 0
     padding = tests["02_masking: padding_mask"]
     assert padding["score"] == 0 and padding["status"] == "failed"
     assert "padding_inverted" in padding["output"] and "Hint:" in padding["output"]
-    assert tests["03_position: apply_rope"]["score"] == 0 and "No 03_position.ipynb" in tests[
-        "03_position: apply_rope"]["output"]
-    auto = [t for t in results["tests"] if t["max_score"] > 0]
-    assert results["score"] == sum(t["score"] for t in auto)
+    assert tests["03_position: apply_rope"]["score"] == 0 and "No 03_position.ipynb" in shown(tests[
+        "03_position: apply_rope"]["output"])
+    hidden = [t for t in results["tests"] if t["name"].endswith("(hidden cases)")]
+    assert hidden and all(t["visibility"] == "after_due_date" for t in hidden)
+    assert "02_masking: padding_mask (hidden cases)" in tests and "03_position: apply_rope (hidden cases)" not in tests
+    assert sum(t["max_score"] for t in results["tests"]) == pytest.approx(sum(
+        e.points for e in EXERCISES.values()))  # the parts of each exercise add up to its points
     assert any("graded by hand" in t["name"] for t in results["tests"])
 
 
@@ -134,8 +141,16 @@ def masked_softmax(scores, allowed):
         results = json.loads((root / "results" / "results.json").read_text())
         assert {t["name"].split(":")[0] for t in results["tests"]} == {"02_masking"}
         assert results["extra_data"]["notebooks"] == [MASKING]
-        scores.append((results["score"], [t["score"] for t in results["tests"]]))
+        scores.append((results.get("score"), [t["score"] for t in results["tests"]]))
     assert scores[0] == scores[1]
+
+
+def test_the_hidden_visibility_is_one_of_gradescopes(tmp_path: Path) -> None:
+    with pytest.raises(GradescopeError, match="after_due_date, hidden, visible"):
+        assignment([MASKING], 1, "sometimes")
+    assert assignment([MASKING], 1, "hidden")["hidden_visibility"] == "hidden"
+    _settings(tmp_path, [MASKING], 1)  # written before the choice existed: the default
+    assert read_assignment(tmp_path / "source")["hidden_visibility"] == "after_due_date"
 
 
 def test_a_missing_assignment_file_is_reported_not_guessed(tmp_path: Path) -> None:
@@ -143,7 +158,7 @@ def test_a_missing_assignment_file_is_reported_not_guessed(tmp_path: Path) -> No
     write_learner(root / "submission", masking())
     assert cli.main(["gradescope", "run", "--root", str(root), "--timeout", "2"]) == 0
     results = json.loads((root / "results" / "results.json").read_text())
-    assert results["score"] == 0 and "assignment.json is missing" in results["output"]
+    assert results["score"] == 0 and "assignment.json is missing" in shown(results["output"])
 
 
 # --- hostile learners in a stand-in /autograder, with lessonlib installed from the wheel -------------

@@ -21,6 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from grading_submissions import ANSWER_CELLS, SOLUTIONS, masking, notebook, write_learner
+from markdown_view import shown
 from test_grading_hostile import load, run_cli
 
 from lessonlib import cli
@@ -387,7 +388,7 @@ def test_gradescope_says_which_files_it_left_out(tmp_path: Path) -> None:
     (tmp_path / "submission" / "work" / "02_masking.ipynb").symlink_to(SOLUTIONS / "02_masking.ipynb")
     results = json.loads(run_autograder(tmp_path).read_text())
     assert results["score"] == 0
-    assert "work/02_masking.ipynb is a symbolic link; links are not followed" in results["output"]
+    assert "work/02_masking.ipynb is a symbolic link; links are not followed" in shown(results["output"])
 
 
 # --- row 11: answer cells by their tag, duplicated ids, every skipped file listed -------------------------
@@ -478,12 +479,12 @@ def test_links_decoys_and_hidden_files_through_the_command(tmp_path: Path) -> No
     for name in ("mallory", "eve_04_cost"):
         assert learners[name]["points"] == 0
         assert {g["status"] for g in learners[name]["exercises"]} == {"not_submitted"}
-        feedback = (out / "feedback" / f"{name}.md").read_text()
+        feedback = shown((out / "feedback" / f"{name}.md").read_text())
         assert "links are not followed" in feedback and "Model answer" not in feedback
     grades = {g["exercise"]: g for g in learners["amy"]["exercises"]}
     assert grades["masked_softmax"]["status"] == "passed", grades["masked_softmax"]["reason"]
     assert grades["sinusoidal_positions"]["status"] == "not_submitted"  # the link was not followed
-    feedback = (out / "feedback" / "amy.md").read_text()
-    for shown in ("which should be unique", ".01_scaling.ipynb was not graded",
+    feedback = shown((out / "feedback" / "amy.md").read_text())
+    for said in ("which should be unique", ".01_scaling.ipynb was not graded",
                   "03_position.ipynb is a symbolic link; links are not followed"):
-        assert shown in feedback, shown
+        assert said in feedback, said

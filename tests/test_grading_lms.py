@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from grading_submissions import EXERCISES, WRONG_PADDING, masking, notebook, stub_learner, write_learner
+from markdown_view import shown
 
 from lessonlib import cli
 from lessonlib.exercises import MANUAL_QUESTIONS
@@ -202,7 +203,7 @@ def test_canvas_batch_with_roster_and_manual_round_trip(tmp_path: Path, capsys: 
     assert bob_grades["scaled_dot_product_attention"]["status"] == "passed"  # the resubmission, not the stub
     assert bob_grades["padding_mask"]["status"] == "failed"
     assert "the latest, smithbob_LATE_340934_208490284_01_scaling-1.ipynb, was graded" in \
-        (out / "feedback" / "smithbob_340934.md").read_text()
+        shown((out / "feedback" / "smithbob_340934.md").read_text())
     summary = {row["learner"]: row for row in _csv_rows(out / "summary.csv")}
     carl = summary["Missing_Carl_555555"]
     assert carl["name"] == "Missing, Carl" and carl["notes"] == "missing: no submission" and carl["points"] == "0"

@@ -314,7 +314,7 @@ def _result() -> r.LearnerResult:
     failed = r.ExerciseGrade("02_masking.ipynb", "masked_softmax", 1.0, 3.0, "failed", "x [y]", "1 of 3 cases.",
                              failed_cases=[{"case": "hidden-2", "description": "a hidden one", "reason": "wrong_values",
                                             "expected": "SECRET-EXPECTED", "got": "SECRET-GOT", "detail": "",
-                                            "hidden": True}])
+                                            "hidden": True}], hidden_passed=3, hidden_total=4)
     manual = manual_grade(ManualAnswer(q, "Weights are not effects.\n\nAblate a key.", "needs_manual_grading"))
     return r.LearnerResult("Zoë O'Neil", "Zo_O_Neil", "f", "bubblewrap", "now", [failed, manual])
 
@@ -331,8 +331,9 @@ def test_gradebook_files(tmp_path: Path) -> None:
     total = 3 + pending
     assert summary[1].startswith(f"{result.key},Zoë O'Neil,1,{total:g},{100 / total:.1f},{pending:g},0,1,,bubblewrap,,")
     text = feedback_markdown(result)
-    assert "SECRET" not in text and "hidden-2` (a hidden case)" in text
-    assert "> Weights are not effects.\n>\n> Ablate a key." in text and "**Needs manual grading**" in text
+    assert "SECRET" not in text and "hidden-2" not in text and "a hidden one" not in text
+    assert "3 of 4 hidden cases passed." in text
+    assert "```\nWeights are not effects.\n\nAblate a key.\n```" in text and "**Needs manual grading**" in text
     assert json.loads((tmp_path / "grades.json").read_text())["learners"][0]["manual_pending"] == pending
     assert not list(tmp_path.glob(".*tmp"))
 

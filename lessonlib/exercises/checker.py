@@ -32,7 +32,8 @@ def check(name: str, answer: object, *, seed: int | None = None, quiet: bool = F
     """Check ``answer`` for exercise ``name`` and show what is right, what is wrong and why.
 
     answer: the learner's function (or, for a value exercise such as ``q1_context``, the value).
-    seed: also run hidden cases drawn from this seed. quiet: return the result without showing it.
+    seed: also run hidden cases drawn from this seed; the report (and the result returned) says how
+    many of them passed, nothing else of them. quiet: return the result without showing it.
     Prints plain text, or shows an HTML report in Jupyter. Never raises for anything the answer
     does: a stub raising NotImplementedError reads "not attempted yet".
     """
@@ -46,7 +47,7 @@ def check(name: str, answer: object, *, seed: int | None = None, quiet: bool = F
             cases = exercise.public_cases()
             if seed is not None:
                 cases += exercise.hidden_cases(seed)
-            result = judge(exercise, cases, run_cases(answer, cases))
+            result = judge(exercise, cases, run_cases(answer, cases)).for_learner()
             notes = grader_notes(exercise.name) if exercise.kind == "function" else []
             if notes:
                 result.message = "\n".join(

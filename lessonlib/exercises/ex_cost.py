@@ -218,7 +218,7 @@ def _memory_verdict(records: Sequence[Record]) -> tuple[bool | None, str, list[s
     limit = n_queries * n_large * FULL_MATRIX_BYTES_PER_SCORE
     holds = peaks[1] >= limit
     matrix = f"one {n_queries} x {n_large} score matrix ({limit:,} bytes even in float16)"
-    if large.case.id.startswith("hidden"):  # a number measured on a hidden case is not shown
+    if large.case.hidden:  # a number measured on a hidden case is not shown
         text = f"With {n_large} keys (a hidden case) peak memory {'reached' if holds else 'stayed below'} {matrix}"
         if small is not large:
             text += f"; with {n_small} keys it was {peaks[0]:,} bytes"

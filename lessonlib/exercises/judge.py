@@ -8,6 +8,7 @@ Nothing here runs learner code. ``check`` runs the answer in this process and th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from lessonlib.exercises.registry import get_exercise
 from lessonlib.exercises.results import (
@@ -30,6 +31,11 @@ def error_result(name: str, message: str, max_points: float = 0.0) -> CheckResul
 
 
 def _judge_case(exercise: Exercise, case: Case, outcome: Outcome, expected: object) -> FailedCase | None:
+    failure = _failure(exercise, case, outcome, expected)
+    return None if failure is None else replace(failure, hidden=case.hidden)
+
+
+def _failure(exercise: Exercise, case: Case, outcome: Outcome, expected: object) -> FailedCase | None:
     want = exercise.output.describe(expected)
     if outcome.status == NOT_IMPLEMENTED:
         return FailedCase(case.id, case.description, "not_implemented", want,
@@ -57,7 +63,8 @@ def _records(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outco
             failure = _judge_case(exercise, case, outcome, expected)
         except Exception as exc:  # a malformed value must not break the check
             failure = FailedCase(case.id, case.description, "wrong_type", "a well-formed value",
-                                 "a value the checker could not read", f"{type(exc).__name__}: {exc}")
+                                 "a value the checker could not read", f"{type(exc).__name__}: {exc}",
+                                 hidden=case.hidden)
         try:
             got = exercise.output.usable(outcome.value) if outcome.status == RETURNED else None
         except Exception:
@@ -119,20 +126,32 @@ def _judge(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome
     failed = [r.failure for r in records if r.failure is not None]
     score = (len(records) - len(failed)) / len(records)  # fraction of the points
     total = len(records)
+    hidden_cases = [c for c in cases if c.hidden]
+    hidden_total = len(hidden_cases)
     for requirement in exercise.requirements:
         if requirement.applies(cases):
             total += 1
+            # judged on every case; when hidden cases are among its evidence, it is counted as a
+            # hidden one, since its verdict could tell which hidden case misbehaved
+            on_hidden = requirement.applies(hidden_cases)
+            hidden_total += on_hidden
             outcome = requirement.judge(records)
             if outcome is not None:
-                failed.append(outcome)
+                failed.append(replace(outcome, hidden=on_hidden))
                 score *= 1.0 - requirement.weight
     passed = total - len(failed)
     points = round(exercise.points * score, 2)
     status = PASSED if not failed else FAILED
-    diagnoses = _diagnoses(exercise, records) if failed else []
+    # What a learner is told rests on public cases alone: a diagnosis found on a hidden case would
+    # tell which hidden input the answer gets wrong. The instructor's report uses every case.
+    public = [r for r in records if not r.case.hidden]
+    diagnoses = _diagnoses(exercise, public) if failed and public else []
+    everything = _diagnoses(exercise, records) if failed else []
     return CheckResult(
         exercise=exercise.name, status=status, points=points, max_points=exercise.points,
         passed_cases=passed, total_cases=total, failed_cases=failed, diagnoses=diagnoses,
+        hidden_passed=hidden_total - sum(f.hidden for f in failed), hidden_total=hidden_total,
+        instructor_diagnoses=everything,
     )
 
 

@@ -6,7 +6,7 @@ The report is plain text everywhere and HTML in Jupyter; tests and the grader re
 from __future__ import annotations
 
 import html
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -54,7 +54,8 @@ class FailedCase:
     """One case the answer did not pass: what was expected, what came back, and why it differs.
 
     reason is a stable code: raised, not_implemented, wrong_type, not_an_array, wrong_shape,
-    wrong_dtype, non_finite, wrong_values, or a requirement's own code (e.g. memory).
+    wrong_dtype, non_finite, wrong_values, or a requirement's own code (e.g. memory). hidden: the
+    case (or the requirement's evidence) is a hidden one: counted for the learner, never shown.
     """
 
     case: str
@@ -63,6 +64,7 @@ class FailedCase:
     expected: str
     got: str
     detail: str = ""
+    hidden: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,14 @@ class Diagnosis:
 
 @dataclass
 class CheckResult:
-    """The result of checking one exercise (returned by ``check`` and by ``judge``)."""
+    """The result of checking one exercise (returned by ``check`` and by ``judge``).
+
+    passed_cases and total_cases count every case (and requirement), hidden ones included;
+    hidden_passed and hidden_total count the hidden ones alone. failed_cases holds the hidden
+    failures too (marked ``hidden``) for the instructor's gradebook; the reports list public ones
+    only. diagnoses rest on public cases alone, so that naming a misconception never tells a
+    learner which hidden case failed; instructor_diagnoses rest on every case (the class report).
+    """
 
     exercise: str
     status: Status
@@ -95,10 +104,22 @@ class CheckResult:
     failed_cases: list[FailedCase] = field(default_factory=list)
     diagnoses: list[Diagnosis] = field(default_factory=list)
     message: str = ""
+    hidden_passed: int = 0
+    hidden_total: int = 0
+    instructor_diagnoses: list[Diagnosis] = field(default_factory=list)
 
     @property
     def diagnosis_names(self) -> list[str]:
         return [d.name for d in self.diagnoses]
+
+    @property
+    def public_failed(self) -> list[FailedCase]:
+        """The failed cases a learner may see: public ones (and requirements judged on them)."""
+        return [f for f in self.failed_cases if not f.hidden]
+
+    def for_learner(self) -> CheckResult:
+        """This result as a learner may hold it: hidden cases counted, nothing else of them kept."""
+        return replace(self, failed_cases=self.public_failed, instructor_diagnoses=[])
 
     @property
     def full_marks(self) -> bool:
@@ -180,7 +201,26 @@ def headline(result: CheckResult) -> str:
         return f"{name}: not attempted yet ({score})"
     if result.status == Status.ERROR:
         return f"{name}: the check could not run"
-    return f"{name}: failed, {score} ({result.passed_cases} of {result.total_cases} cases passed)"
+    return f"{name}: failed, {score} ({counts(result)})"
+
+
+def counts(result: CheckResult) -> str:
+    """How many cases passed: public and hidden apart when there are hidden ones (never which)."""
+    if not result.hidden_total:
+        return f"{result.passed_cases} of {result.total_cases} cases passed"
+    public_passed = result.passed_cases - result.hidden_passed
+    public_total = result.total_cases - result.hidden_total
+    return (f"{public_passed} of {public_total} public cases passed; "
+            f"{hidden_line(result.hidden_passed, result.hidden_total)}")
+
+
+def hidden_line(passed: int, total: int) -> str:
+    """All a learner is told of hidden cases: how many of them passed."""
+    return f"{passed} of {total} hidden cases passed"
+
+
+HIDDEN_ONLY = ("Every public case passed; only hidden cases failed. Hidden cases are counted, never shown: try "
+               "your answer on inputs of your own (other sizes, edge cases) against the notebook's definition.")
 
 
 def render_text(result: CheckResult) -> str:
@@ -190,6 +230,9 @@ def render_text(result: CheckResult) -> str:
         lines.append(result.message)
     if result.status != Status.FAILED:
         return "\n".join(lines)
+    shown = result.public_failed
+    if not shown:
+        return "\n".join([*lines, "", HIDDEN_ONLY])
     if result.diagnoses:
         lines += ["", "What the answer shows:"]
         for d in result.diagnoses:
@@ -202,15 +245,15 @@ def render_text(result: CheckResult) -> str:
     else:
         lines += ["", "No known misconception matches these failures: compare expected and got below."]
     lines += ["", "Failed cases:"]
-    for f in result.failed_cases[:MAX_CASES_SHOWN]:
+    for f in shown[:MAX_CASES_SHOWN]:
         lines.append(f"  {f.case}: {f.description}")
         lines.append(f"    expected: {_indent(f.expected, 14)}")
         lines.append(f"    got:      {_indent(f.got, 14)}")
         if f.detail:
             lines.append(f"    {f.detail}")
-    hidden = len(result.failed_cases) - MAX_CASES_SHOWN
-    if hidden > 0:
-        lines.append(f"  ... and {hidden} more failed case(s)")
+    more = len(shown) - MAX_CASES_SHOWN
+    if more > 0:
+        lines.append(f"  ... and {more} more failed case(s)")
     return "\n".join(lines)
 
 
@@ -232,7 +275,7 @@ def render_html(result: CheckResult) -> str:
     colour, word = _STATUS_STYLE.get(result.status, ("#57606a", result.status))
     score = f"{_points(result.points)} / {_points(result.max_points)} points"
     if result.status == Status.FAILED:
-        score += f" ({result.passed_cases} of {result.total_cases} cases passed)"
+        score += f" ({counts(result)})"
     elif result.status == Status.PASSED:
         score += f" ({_cases(result.total_cases)})"
     parts = [
@@ -241,7 +284,10 @@ def render_html(result: CheckResult) -> str:
     ]
     if result.message:
         parts.append(f"<p>{esc(result.message)}</p>")
-    if result.status == Status.FAILED:
+    shown = result.public_failed
+    if result.status == Status.FAILED and not shown:
+        parts.append(f"<p>{esc(HIDDEN_ONLY)}</p>")
+    elif result.status == Status.FAILED:
         if result.diagnoses:
             parts.append("<p><strong>What the answer shows</strong></p><ul>")
             for d in result.diagnoses:
@@ -253,16 +299,16 @@ def render_html(result: CheckResult) -> str:
         else:
             parts.append("<p>No known misconception matches these failures: compare expected and got below.</p>")
         parts.append("<p><strong>Failed cases</strong></p><ul>")
-        for f in result.failed_cases[:MAX_CASES_SHOWN]:
+        for f in shown[:MAX_CASES_SHOWN]:
             detail = f"<br>{esc(f.detail)}" if f.detail else ""
             parts.append(
                 f"<li><code>{esc(f.case)}</code> {esc(f.description)}"
                 f"<pre>expected: {esc(_indent(f.expected, 10))}\ngot:      {esc(_indent(f.got, 10))}</pre>"
                 f"{detail}</li>"
             )
-        hidden = len(result.failed_cases) - MAX_CASES_SHOWN
-        if hidden > 0:
-            parts.append(f"<li>... and {hidden} more failed case(s)</li>")
+        more = len(shown) - MAX_CASES_SHOWN
+        if more > 0:
+            parts.append(f"<li>... and {more} more failed case(s)</li>")
         parts.append("</ul>")
     parts.append("</div>")
     return "\n".join(parts)

@@ -31,6 +31,8 @@ class Case:
     id: stable within an exercise ("public-1", "hidden-3"). tags: which behaviours the inputs
     expose (e.g. "empty-row", "large-scores"), used by diagnoses. call: False when the answer is
     a value rather than a function. trace_memory: record peak traced memory during the call.
+    hidden: drawn from the assignment's seed (:meth:`Exercise.hidden_cases`): a learner is told
+    how many such cases passed, never which, nor their description or inputs.
     """
 
     id: str
@@ -39,6 +41,7 @@ class Case:
     tags: frozenset[str] = frozenset()
     call: bool = True
     trace_memory: bool = False
+    hidden: bool = False
 
 
 @dataclass(frozen=True)
@@ -484,7 +487,7 @@ class Exercise:
         if self.hidden is None:
             return []
         rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(self.name.encode())])
-        return numbered(self.hidden(rng), prefix="hidden")
+        return [replace(c, hidden=True) for c in numbered(self.hidden(rng), prefix="hidden")]
 
     def expected(self, case: Case) -> Any:
         """The reference output for ``case``."""

@@ -225,39 +225,45 @@ def _first_sentence(text: str) -> str:
     return text.split(". ")[0].rstrip(".")[:300]
 
 
-def _from_check(plan: ExercisePlan, result: CheckResult, hidden: set[str], notes: list[str]) -> r.ExerciseGrade:
+def _diagnosis_dicts(diagnoses: list) -> list[dict[str, Any]]:
+    return [{"name": d.name, "title": d.title, "message": d.message, "hint": d.hint, "reread": d.reread}
+            for d in diagnoses]
+
+
+def _from_check(plan: ExercisePlan, result: CheckResult, notes: list[str]) -> r.ExerciseGrade:
     failed = [
         {"case": f.case, "description": f.description, "reason": f.reason, "expected": f.expected,
-         "got": f.got, "detail": f.detail, "hidden": False} if f.case not in hidden else
+         "got": f.got, "detail": f.detail, "hidden": False} if not f.hidden else
         {"case": f.case, "description": f.description, "reason": f.reason, "expected": "", "got": "",
-         "detail": "", "hidden": True}  # what learner code produced on a hidden case is never kept
+         "detail": "", "hidden": True}  # for the instructor; what learner code produced on it is never kept
         for f in result.failed_cases
     ]
-    diagnoses = [
-        {"name": d.name, "title": d.title, "message": d.message, "hint": d.hint, "reread": d.reread}
-        for d in result.diagnoses
-    ]
+    diagnoses = _diagnosis_dicts(result.diagnoses)
+    everything = _diagnosis_dicts(result.instructor_diagnoses)
     if result.status == PASSED:
         diagnosis, reason = "", ""
     elif result.status == NOT_ATTEMPTED:
         diagnosis, reason = "not attempted", "The answer cell still holds the stub: not attempted yet."
-    elif result.status == FAILED and diagnoses:
-        diagnosis = "; ".join(f"{d['title']} [{d['name']}]" for d in diagnoses)
-        reason = f"{result.passed_cases} of {result.total_cases} cases passed."
     elif result.status == FAILED:
-        first = result.failed_cases[0] if result.failed_cases else None
-        diagnosis = "no known misconception"
-        if first is not None and first.reason == "raised" and first.case not in hidden:
-            diagnosis += f"; {first.case} {first.got}"
-        elif first is not None:
-            diagnosis += f"; first failure: {first.reason.replace('_', ' ')} on {first.case}"
-        reason = f"{result.passed_cases} of {result.total_cases} cases passed."
+        if everything:
+            diagnosis = "; ".join(f"{d['title']} [{d['name']}]" for d in everything)
+        else:
+            first = result.failed_cases[0] if result.failed_cases else None
+            diagnosis = "no known misconception"
+            if first is not None and first.reason == "raised" and not first.hidden:
+                diagnosis += f"; {first.case} {first.got}"
+            elif first is not None:
+                diagnosis += f"; first failure: {first.reason.replace('_', ' ')} on {first.case}"
+        public_total = result.total_cases - result.hidden_total
+        reason = f"{result.passed_cases - result.hidden_passed} of {public_total} public cases passed." \
+            if result.hidden_total else f"{result.passed_cases} of {result.total_cases} cases passed."
     else:
         diagnosis, reason = _first_sentence(result.message), result.message
     return r.ExerciseGrade(
         plan.notebook, result.exercise, result.points, result.max_points, result.status, diagnosis, reason,
         passed_cases=result.passed_cases, total_cases=result.total_cases, diagnoses=diagnoses,
-        failed_cases=failed, notes=notes,
+        failed_cases=failed, notes=notes, hidden_passed=result.hidden_passed, hidden_total=result.hidden_total,
+        instructor_diagnoses=everything,
     )
 
 
@@ -307,10 +313,10 @@ def assess(exercise: Exercise, plan: ExercisePlan, cases: list[Case], task: Task
                       f"The answer cell raised {raised} when run, so `{name}` was never defined.", notes=notes)
     if raised is not None:
         notes.append(f"The answer cell raised {raised} after defining `{name}`; `{name}` was graded as defined.")
-    hidden_ids = {c.id for c in cases if c.id.startswith("hidden")}
+    hidden_ids = {c.id for c in cases if c.hidden}
     outcomes = _outcomes(task, cases, hidden_ids, limits)
     result = judge(exercise, cases, outcomes)
-    grade = _from_check(plan, result, hidden_ids, notes)
+    grade = _from_check(plan, result, notes)
     used_lessonlib = bool(task.lessonlib) or bool(task.hidden and task.hidden.lessonlib)
     if result.status == PASSED:
         if used_lessonlib:

@@ -54,7 +54,7 @@ from lessonlib.grading.submissions import (
     unassigned_note,
 )
 
-FORMAT = 2  # bump when a saved result would no longer be valid
+FORMAT = 3  # bump when a saved result would no longer be valid
 
 
 class GradingError(RuntimeError):
@@ -278,7 +278,7 @@ def _prepare_job(batch: _Batch, plans: list[ExercisePlan], job_dir: Path,
 
 
 def _is_hidden(case: Case) -> bool:
-    return case.id.startswith("hidden-")
+    return case.hidden
 
 
 def _encode_cases(cases: list[Case], arrays: list[bytes], probes: dict[str, str]) -> list[dict[str, Any]]:

@@ -108,11 +108,12 @@ def summarise(results: Sequence[r.LearnerResult]) -> list[ExerciseSummary]:
                 s.points[round(g.points, 2)] += 1
             if g.status in r.FLAGGED:
                 s.flagged.setdefault(g.status, []).append(res.learner)
-            for d in g.diagnoses:
+            found = g.instructor_diagnoses or g.diagnoses  # the instructor's: hidden cases count too
+            for d in found:
                 m = s.misconceptions.setdefault(d["name"], Misconception(
                     g.exercise, d["name"], d.get("title", d["name"]), reteach_section(g.exercise, d)))
                 m.learners.append(res.learner)
-            if g.status == r.FAILED and not g.diagnoses:
+            if g.status == r.FAILED and not found:
                 s.unexplained.append(res.learner)
     return list(summaries.values())
 

@@ -5,10 +5,14 @@ Gradescope output render the same blocks, so they never say different things. A 
 heading, a paragraph of styled spans, a quotation of someone's own words (a written answer, an
 instructor's comment), a box holding a value (expected, got), a bulleted list, a table or a rule.
 
-Hidden cases are named but their inputs, expected and returned values are not shown. When the
+Of hidden cases a learner is told how many passed ("3 of 4 hidden cases passed") and nothing else:
+no id, description, input, order or per-case status, and no diagnosis resting on them. When the
 expected and returned values are described alike (``an array of shape (4, 6), float64`` twice),
 one box says so and the detail names the entries that differ. :func:`summary_text` is the short
 plain-text summary for Moodle's "Feedback comments" column.
+
+In Markdown every text is inert, whoever wrote it: inline text is escaped and one line, a quotation
+or a value is a code block that nothing in it can close (:mod:`safe_text` does both).
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lessonlib.exercises.results import HIDDEN_ONLY, hidden_line
 from lessonlib.grading import records as r
+from lessonlib.grading.safe_text import markdown_block, markdown_code, markdown_inline
 
 MAX_CASES = 4  # failed cases shown per exercise
-MAX_WRITTEN = 20_000  # characters of a written answer copied into the feedback
 SUMMARY_MARK = "Automatic grading:"  # how the Feedback comments summary begins (and is found again)
 
 
@@ -93,12 +98,6 @@ def _num(x: float | None) -> str:
     return "" if x is None else f"{x:g}"
 
 
-def _cut(text: str) -> str:
-    if len(text) > MAX_WRITTEN:
-        return text[:MAX_WRITTEN] + "\n\n[... cut: the answer is longer than the grader copies]"
-    return text
-
-
 # --- what the feedback says ---------------------------------------------------------------------
 
 
@@ -112,7 +111,7 @@ def _written_blocks(g: r.ExerciseGrade) -> list[Block]:
         title = f"{g.exercise} (written answer): {_num(g.points)} / {_num(g.max_points)} points, graded by hand"
         blocks: list[Block] = [Heading(3, spans(title)), *_questions(g)]
         if g.answer_text:
-            blocks += [Para(spans("Your answer:")), Quote(_cut(g.answer_text))]
+            blocks += [Para(spans("Your answer:")), Quote(g.answer_text)]
         if g.diagnosis:
             blocks.append(Para(spans(f"Rubric: {g.diagnosis}")))
         if g.reason:
@@ -121,7 +120,7 @@ def _written_blocks(g: r.ExerciseGrade) -> list[Block]:
     words = r.STATUS_WORDS.get(g.status, g.status)
     blocks = [Heading(3, spans(f"{g.exercise} (written answer, {_num(g.max_points)} points): {words}")), *_questions(g)]
     if g.answer_text:
-        blocks += [Para(spans("Your answer:")), Quote(_cut(g.answer_text)),
+        blocks += [Para(spans("Your answer:")), Quote(g.answer_text),
                    Para(spans(Span("Needs manual grading", "strong"),
                               f" ({_num(g.max_points)} points): your instructor reads this answer."))]
     elif g.reason:
@@ -137,9 +136,6 @@ def _alike(f: dict) -> list[Block]:
 
 
 def _case_item(f: dict) -> Item:
-    if f.get("hidden"):
-        return Item(spans(Span(f["case"], "code"),
-                          f" (a hidden case): {f['description']}: {f['reason'].replace('_', ' ')}"))
     if f["expected"] == f["got"]:
         children = _alike(f)
     else:
@@ -149,23 +145,41 @@ def _case_item(f: dict) -> Item:
     return Item(spans(Span(f["case"], "code"), f": {f['description']}"), tuple(children))
 
 
-def exercise_blocks(g: r.ExerciseGrade) -> list[Block]:
-    """The feedback of one exercise or written answer."""
+def exercise_blocks(g: r.ExerciseGrade, *, hidden: bool = True) -> list[Block]:
+    """The feedback of one exercise or written answer.
+
+    ``hidden`` False: its public part alone (Gradescope's public test), saying nothing of hidden
+    cases, not even the exercise's points, which count them.
+    """
     if g.kind == "manual":
         return _written_blocks(g)
+    shown = [f for f in g.failed_cases if not f.get("hidden", True)]  # a hidden case: counted, never listed
     words = r.STATUS_WORDS.get(g.status, g.status)
-    blocks: list[Block] = [Heading(3, spans(f"{g.exercise}: {_num(g.points)} / {_num(g.max_points)} points, {words}"))]
-    if g.reason:
-        blocks.append(Para(spans(g.reason)))
+    reason = g.reason
+    if hidden or not g.hidden_total:
+        title = f"{g.exercise}: {_num(g.points)} / {_num(g.max_points)} points, {words}"
+    elif shown:
+        title = f"{g.exercise}, public cases: {'failed' if g.status in (r.PASSED, r.FAILED) else words}"
+    else:  # every public case passed: whatever else the status says is about the hidden ones
+        title = f"{g.exercise}, public cases: passed"
+        public = g.total_cases - g.hidden_total
+        reason = f"{g.passed_cases - g.hidden_passed} of {public} public cases passed."
+    blocks: list[Block] = [Heading(3, spans(title))]
+    if reason:
+        blocks.append(Para(spans(reason)))
+    if g.hidden_total and hidden:
+        blocks.append(Para(spans(hidden_line(g.hidden_passed, g.hidden_total) + ".")))
+        if g.status == r.FAILED and not shown:
+            blocks.append(Para(spans(HIDDEN_ONLY)))
     if g.diagnoses:
         items = tuple(Item(spans(Span(d["title"], "strong"), " (", Span(d["name"], "code"), f"): {d['message']}"),
                            (Bullets((Item(spans(f"Hint: {d['hint']}")), Item(spans(f"Reread: {d['reread']}")))),))
                       for d in g.diagnoses)
         blocks += [Para(spans(Span("What your answer shows", "strong"))), Bullets(items)]
-    if g.failed_cases:
-        items = tuple(_case_item(f) for f in g.failed_cases[:MAX_CASES])
-        if len(g.failed_cases) > MAX_CASES:
-            items += (Item(spans(f"... and {len(g.failed_cases) - MAX_CASES} more")),)
+    if shown:
+        items = tuple(_case_item(f) for f in shown[:MAX_CASES])
+        if len(shown) > MAX_CASES:
+            items += (Item(spans(f"... and {len(shown) - MAX_CASES} more")),)
         blocks += [Para(spans(Span("Cases that failed", "strong"))), Bullets(items)]
     blocks += [Para(spans(f"Note: {note}")) for note in g.notes]
     return blocks
@@ -221,17 +235,16 @@ def summary_text(result: r.LearnerResult | None, *, most: int = 3) -> str:
 
 
 def _inline(text: Spans) -> str:
-    marks = {"strong": "**", "code": "`", "em": "_"}
-    return "".join(f"{marks.get(s.style, '')}{s.text}{marks.get(s.style, '')}" for s in text)
-
-
-def _fence(text: str) -> list[str]:
-    fence = "````" if "```" in text else "```"
-    return [fence, *text.splitlines(), fence]
-
-
-def _quote(text: str) -> list[str]:
-    return ["> " + line if line.strip() else ">" for line in text.splitlines()]
+    out = []
+    for s in text:
+        if s.style == "code":
+            out.append(markdown_code(s.text))
+        elif s.style in ("strong", "em"):
+            mark = "**" if s.style == "strong" else "_"
+            out.append(f"{mark}{markdown_inline(s.text)}{mark}" if s.text else "")
+        else:
+            out.append(markdown_inline(s.text))
+    return "".join(out)
 
 
 def _indent(lines: Sequence[str]) -> list[str]:
@@ -251,20 +264,20 @@ def _block_lines(block: Block) -> list[str]:
     if isinstance(block, Para):
         return [_inline(block.text)]
     if isinstance(block, Quote):
-        return _quote(block.text)
+        return markdown_block(block.text)
     if isinstance(block, Box):
-        return [block.label, "", *_fence(block.text)]
+        return [markdown_inline(block.label), "", *markdown_block(block.text)]
     if isinstance(block, Bullets):
         lines = [line for item in block.items for line in _item_lines(item)]
         return lines[:-1] if lines and not lines[-1] else lines
     if isinstance(block, Table):
-        return ["| " + " | ".join(block.header) + " |", "|" + "---|" * len(block.header),
-                *("| " + " | ".join(row) + " |" for row in block.rows)]
+        return ["| " + " | ".join(map(markdown_inline, block.header)) + " |", "|" + "---|" * len(block.header),
+                *("| " + " | ".join(map(markdown_inline, row)) + " |" for row in block.rows)]
     return ["---"]
 
 
 def markdown_lines(blocks: Sequence[Block]) -> list[str]:
-    """Blocks as Markdown lines, a blank line after each block."""
+    """Blocks as Markdown lines, a blank line after each block; no text in them is Markdown syntax."""
     return [line for block in blocks for line in [*_block_lines(block), ""]]
 
 

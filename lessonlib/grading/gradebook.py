@@ -6,8 +6,9 @@ a person grades them in manual.csv); summary.csv one row per learner with the to
 roster learner with no submission, and per file no learner could be given); grades.json the same
 data with every detail; each feedback file what a learner should read: status, points, the
 misconceptions their answers show with hints, and their written answer, with the instructor's
-points and comment once graded (feedback.py says it; feedback_html.py makes the page). Hidden cases
-are named in feedback but their inputs and expected outputs are not shown.
+points and comment once graded (feedback.py says it; feedback_html.py makes the page). Of hidden
+cases the feedback says how many passed, nothing else; grades.json (the instructor's) keeps which
+failed, and the class report counts the misconceptions found on them.
 """
 
 from __future__ import annotations

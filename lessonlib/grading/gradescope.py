@@ -13,10 +13,13 @@ workers, hidden cases; learner code never runs as root), and
 
     {"score": 12.0, "output": ..., "tests": [{"name", "score", "max_score", "output", "visibility"}]}
 
-one test per exercise, whose output is the learner's feedback for it (diagnoses, hints, failed
-public cases; hidden cases named, never shown). Written answers are listed with no points: grade
-them as manual questions in Gradescope. ``--root`` lets tests use a folder standing in for
-``/autograder``.
+one test per exercise for its public cases, whose output is the learner's feedback for them
+(diagnoses, hints, failed public cases), and one more for its hidden cases, whose output says how
+many passed and nothing else, with the visibility chosen by ``--hidden-visibility`` (stored in
+assignment.json; default ``after_due_date``). The exercise's points are split between the two in
+proportion to their cases. While the hidden part is not visible, results.json gives no overall
+score, so Gradescope adds up the tests. Written answers are listed with no points: grade them as
+manual questions in Gradescope. ``--root`` lets tests use a folder standing in for ``/autograder``.
 """
 
 from __future__ import annotations
@@ -32,14 +35,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from lessonlib.exercises import EXERCISES
+from lessonlib.exercises.results import hidden_line
 from lessonlib.grading import records as r
 from lessonlib.grading.batch import GradeSettings, GradingError, grade, new_seed
-from lessonlib.grading.feedback import exercise_blocks, markdown_lines
+from lessonlib.grading.feedback import Para, exercise_blocks, markdown_lines, spans
 from lessonlib.grading.files import atomic_write_bytes, atomic_write_json
 from lessonlib.grading.submissions import assignment_courses
 from lessonlib.grading.wheel import WheelError, build_wheel
 
 SETTINGS = "assignment.json"  # in the zip's root, so /autograder/source/assignment.json
+# Gradescope's visibilities for the hidden part of each exercise (the public part is always visible).
+HIDDEN_VISIBILITIES = ("after_due_date", "hidden", "visible")
 
 # Gradescope's Ubuntu 22.04 (Python 3.10) and 24.04 (Python 3.12, whose system Python is
 # "externally managed", PEP 668) base images: a venv of the system Python sidesteps PEP 668 and
@@ -79,14 +86,20 @@ class GradescopeError(RuntimeError):
 # --- the zip -------------------------------------------------------------------------------------
 
 
-def assignment(notebooks: Sequence[str] = (), seed: int | None = None) -> dict[str, Any]:
-    """The assignment's settings: its notebooks (all of the course's when none are named) and the
-    hidden cases' seed (a new secret one, from ``new_seed``, unless one is chosen)."""
+def assignment(notebooks: Sequence[str] = (), seed: int | None = None,
+               hidden_visibility: str = "after_due_date") -> dict[str, Any]:
+    """The assignment's settings: its notebooks (all of the course's when none are named), the
+    hidden cases' seed (a new secret one, from ``new_seed``, unless one is chosen), and when
+    learners see how many hidden cases passed (one of HIDDEN_VISIBILITIES)."""
     try:
         chosen = [c.name for c in assignment_courses(notebooks)]
     except ValueError as exc:
         raise GradescopeError(str(exc)) from None
-    return {"notebooks": chosen, "seed": new_seed() if seed is None else int(seed)}
+    if hidden_visibility not in HIDDEN_VISIBILITIES:
+        raise GradescopeError(f"the hidden cases' visibility is {hidden_visibility!r}; it is one of "
+                              f"{', '.join(HIDDEN_VISIBILITIES)}")
+    return {"notebooks": chosen, "seed": new_seed() if seed is None else int(seed),
+            "hidden_visibility": hidden_visibility}
 
 
 def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int) -> None:
@@ -96,10 +109,11 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int) -> None:
     zf.writestr(entry, data)
 
 
-def build_autograder(out: Path, notebooks: Sequence[str] = (), seed: int | None = None) -> Path:
+def build_autograder(out: Path, notebooks: Sequence[str] = (), seed: int | None = None,
+                     hidden_visibility: str = "after_due_date") -> Path:
     """Write the autograder zip: setup.sh, run_autograder, the wheel and assignment.json, at its root."""
     out = Path(out)
-    settings = assignment(notebooks, seed)
+    settings = assignment(notebooks, seed, hidden_visibility)
     with tempfile.TemporaryDirectory() as tmp:
         try:
             wheel = build_wheel(Path(tmp))
@@ -129,13 +143,35 @@ def read_assignment(source: Path) -> dict[str, Any]:
     if not isinstance(data.get("seed"), int) or not isinstance(notebooks, list) or not all(
             isinstance(n, str) for n in notebooks):
         raise GradescopeError(f"{path} should hold {{\"notebooks\": [...], \"seed\": N}}: rebuild the zip")
-    return assignment(data["notebooks"], data["seed"])
+    return assignment(data["notebooks"], data["seed"], data.get("hidden_visibility", "after_due_date"))
 
 
 # --- inside Gradescope -------------------------------------------------------------------------------
 
 
-def _tests(grades: list[r.ExerciseGrade]) -> list[dict[str, Any]]:
+def _split(g: r.ExerciseGrade) -> tuple[float, float, float]:
+    """(public points earned, public part's maximum, hidden points earned) of an exercise.
+
+    The maximum is split by the number of cases; the public part is scored from public cases
+    alone (and the requirements judged on them), so it says nothing of the hidden ones. The hidden
+    part is the rest of the exercise's points: the two add up to them exactly. (A requirement judged
+    on a hidden case that fails costs the whole exercise a share, which can take the total below
+    the public part: then the public part shows the total and the hidden part 0.)
+    """
+    points, total = g.points or 0.0, max(g.total_cases, 1)
+    public_total = g.total_cases - g.hidden_total
+    public_max = round(g.max_points * public_total / total, 2)
+    failed = {f["case"] for f in g.failed_cases if not f.get("hidden", True)}
+    factor = 1.0
+    for requirement in getattr(EXERCISES.get(g.exercise), "requirements", ()):
+        if requirement.id in failed:
+            factor *= 1.0 - requirement.weight
+    public_passed = g.passed_cases - g.hidden_passed
+    public = min(points, round(g.max_points * public_passed / total * factor, 2))
+    return public, public_max, round(points - public, 2)
+
+
+def _tests(grades: list[r.ExerciseGrade], hidden_visibility: str) -> list[dict[str, Any]]:
     tests = []
     for g in grades:
         name = f"{g.notebook.removesuffix('.ipynb')}: {g.exercise}"
@@ -144,11 +180,22 @@ def _tests(grades: list[r.ExerciseGrade]) -> list[dict[str, Any]]:
                           "output": "This written answer is graded by hand; it has no automatic points.",
                           "visibility": "visible"})
             continue
+        output = "\n".join(markdown_lines(exercise_blocks(g, hidden=False))).strip()
+        if not g.hidden_total:
+            tests.append({"name": name, "score": g.points or 0.0, "max_score": g.max_points,
+                          "status": "passed" if g.status == r.PASSED else "failed", "output": output,
+                          "output_format": "md", "visibility": "visible"})
+            continue
+        public, public_max, hidden = _split(g)
+        public_failed = any(not f.get("hidden", True) for f in g.failed_cases)
+        tests.append({"name": name, "score": public, "max_score": public_max,
+                      "status": "failed" if public_failed else "passed", "output": output, "output_format": "md",
+                      "visibility": "visible"})
         tests.append({
-            "name": name, "score": g.points or 0.0, "max_score": g.max_points,
-            "status": "passed" if g.status == r.PASSED else "failed",
-            "output": "\n".join(markdown_lines(exercise_blocks(g))).strip(), "output_format": "md",
-            "visibility": "visible",
+            "name": f"{name} (hidden cases)", "score": hidden, "max_score": round(g.max_points - public_max, 2),
+            "status": "passed" if g.hidden_passed == g.hidden_total else "failed",
+            "output": "\n".join(markdown_lines([Para(spans(hidden_line(g.hidden_passed, g.hidden_total) + "."))]))
+            .strip(), "output_format": "md", "visibility": hidden_visibility,
         })
     return tests
 
@@ -185,8 +232,13 @@ def _working_in(folder: Path) -> Iterator[None]:
         os.chdir(before)
 
 
+def _summary(lines: list[str]) -> str:
+    """The overall output: paragraphs, each inert Markdown (file names are the learner's)."""
+    return "\n".join(markdown_lines([Para(spans(line)) for line in lines])).strip()
+
+
 def _failed(results_path: Path, message: str, notes: list[str]) -> Path:
-    atomic_write_json(results_path, {"score": 0.0, "tests": [], "output": "\n\n".join(
+    atomic_write_json(results_path, {"score": 0.0, "tests": [], "output_format": "md", "output": _summary(
         [f"The submission could not be graded: {message}"] + [f"Note: {note}" for note in notes])}, mode=0o644)
     return results_path
 
@@ -220,17 +272,25 @@ def run_autograder(root: Path, *, timeout: float = 10.0, memory_mb: int = 1024, 
     grades = [g for g in result.exercises if g.notebook in notebooks]
     auto = [g for g in grades if g.kind != "manual"]
     score = sum(g.points or 0.0 for g in auto)
-    output = [f"Automatic checks: {score:g} / {sum(g.max_points for g in auto):g} points."]
+    visibility = settings["hidden_visibility"]
+    tests = _tests(grades, visibility)
+    hides = any(t["visibility"] != "visible" for t in tests)
+    shown = sum(t["score"] for t in tests if t["visibility"] == "visible")
+    output = [f"Automatic checks: {score:g} / {sum(g.max_points for g in auto):g} points." if not hides else
+              f"Automatic checks, public cases: {shown:g} points; the hidden cases' points are "
+              f"{'shown after the due date' if visibility == 'after_due_date' else 'not shown here'}."]
     output += [f"Note: {note}" for note in skipped + result.notes]
     data = {
-        "score": score,
-        "output": "\n\n".join(output),
-        "tests": _tests(grades),
+        **({} if hides else {"score": score}),  # while hidden parts are hidden, Gradescope adds up the tests
+        "output": _summary(output),
+        "output_format": "md",
+        "tests": tests,
         "extra_data": {"isolation": isolation.level, "isolation_warning": isolation.warning,
-                       "runs_as": isolation.verified.get("runs_as"), "notebooks": list(notebooks)},
+                       "runs_as": isolation.verified.get("runs_as"), "notebooks": list(notebooks),
+                       "hidden_visibility": visibility},
     }
     atomic_write_json(results_path, data, mode=0o644)
     if isolation.warning:
         print(isolation.warning)
-    print(json.dumps({"score": data["score"], "isolation": isolation.level}))
+    print(json.dumps({"score": score, "isolation": isolation.level}))
     return results_path

@@ -61,6 +61,10 @@ class ExerciseGrade:
 
     points is None for a written answer awaiting a person. diagnosis: one line for the gradebook
     (misconceptions found, or the reason for a status). reason: the sentence for the feedback.
+    Hidden cases: the learner's feedback says hidden_passed of hidden_total and nothing else;
+    failed_cases keeps their ids and descriptions (marked ``hidden``) for the instructor, never
+    what the answer returned. diagnoses rest on public cases (the learner's); instructor_diagnoses
+    on every case (grades.csv and the class report).
     """
 
     notebook: str
@@ -77,6 +81,9 @@ class ExerciseGrade:
     failed_cases: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     answer_text: str | None = None  # a written answer, copied for the person grading it
+    hidden_passed: int = 0
+    hidden_total: int = 0
+    instructor_diagnoses: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -37,6 +37,11 @@ from lessonlib.exercises.results import Status
 
 MAX_NOTEBOOK_BYTES = 32 * 2**20
 MAX_CELL_CHARS = 2**20
+# What a notebook under MAX_NOTEBOOK_BYTES may still hold, checked as it is read, so that reading it
+# costs the grader tens of MB, not gigabytes (32 MB of "{}," parse into ten million objects):
+MAX_JSON_VALUES = 2**20  # objects, lists and the items in them: the exercise notebooks hold a few thousand
+MAX_CELL_ID_CHARS = 64  # nbformat 4.5: a cell id is 1 to 64 characters
+MAX_WRITTEN_CHARS = 20_000  # of a written answer, kept for the person grading it (gradebook and feedback)
 ANSWER_TAG = "answer"
 WRITTEN_STUB = "_Write your answer here._"  # what `lessonlib exercises build` leaves in a written answer
 
@@ -149,8 +154,40 @@ def _read_regular_file(path: Path) -> bytes | str:
         return f.read(MAX_NOTEBOOK_BYTES + 1)
 
 
+def json_values(raw: bytes) -> int:
+    """How many values a JSON text parses into, at most: its objects, lists and the commas between
+    items, counted outside strings, plus one. The bytes are counted first, strings and all: most notebooks stop
+    there. Otherwise one pass skips the strings (linear in the size, whatever the escapes)."""
+    rough = raw.count(b",") + raw.count(b"{") + raw.count(b"[") + 1
+    if rough <= MAX_JSON_VALUES:
+        return rough
+    found, pos, end = 1, 0, len(raw)
+    while pos < end:
+        start = raw.find(b'"', pos)
+        stop = end if start < 0 else start
+        found += raw.count(b",", pos, stop) + raw.count(b"{", pos, stop) + raw.count(b"[", pos, stop)
+        if start < 0:
+            break
+        pos, quote = start + 1, raw.find(b'"', start + 1)
+        while quote >= 0:  # the closing quote is the first one no backslash escapes
+            escape = raw.find(b"\\", pos, quote)
+            if escape < 0:
+                break
+            pos = escape + 2
+            if pos > quote:
+                quote = raw.find(b'"', pos)
+        if quote < 0:
+            break  # an unterminated string: json.loads says what is wrong
+        pos = quote + 1
+    return found
+
+
 def read_notebook(path: Path) -> Notebook:
-    """Parse ``path`` as an nbformat-4 notebook; never raises, reports a problem instead."""
+    """Parse ``path`` as an nbformat-4 notebook; never raises, reports a problem instead.
+
+    Sizes are checked before anything large is built: the file's bytes, then the number of JSON
+    values it would parse into, then each cell id's length.
+    """
     try:
         raw = _read_regular_file(path)
         if isinstance(raw, str):
@@ -158,7 +195,15 @@ def read_notebook(path: Path) -> Notebook:
         if len(raw) > MAX_NOTEBOOK_BYTES:  # it grew while it was read
             return Notebook(path, problem=f"the file is more than the {MAX_NOTEBOOK_BYTES // 2**20} MB a notebook "
                                          "may have")
-        data = json.loads(raw.decode("utf-8"))
+        values = json_values(raw)
+        if values > MAX_JSON_VALUES:
+            return Notebook(path, problem=f"it has {values:,} JSON objects, lists and item separators, more than "
+                                          f"the {MAX_JSON_VALUES:,} a notebook may have (an exercise notebook has a "
+                                          "few thousand)")
+        text = raw.decode("utf-8")
+        del raw  # the text alone from here: one copy of the file, not two
+        data = json.loads(text)
+        del text
     except json.JSONDecodeError as exc:
         return Notebook(path, problem=f"it is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
     except UnicodeDecodeError:
@@ -177,6 +222,9 @@ def read_notebook(path: Path) -> Notebook:
             metadata = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
             tags = metadata.get("tags") if isinstance(metadata.get("tags"), list) else []
             cell_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
+            if len(cell_id) > MAX_CELL_ID_CHARS:
+                raise ValueError(f"cell {i + 1} has an id of {len(cell_id):,} characters; a cell id has at most "
+                                 f"{MAX_CELL_ID_CHARS} (nbformat 4.5)")
             cells.append(Cell(i, str(raw.get("cell_type", "")), cell_id,
                               tuple(t for t in tags if isinstance(t, str)), _text(raw.get("source", ""))))
     except ValueError as exc:
@@ -396,7 +444,16 @@ def _manual_answer(question: ManualQuestion, notebook: Notebook) -> ManualAnswer
     text = cell.source.strip()
     if not text or text == WRITTEN_STUB:
         return ManualAnswer(question, None, "not_attempted", "No written answer yet.")
-    return ManualAnswer(question, text, "needs_manual_grading", "Written answer: needs manual grading.")
+    return ManualAnswer(question, cut_written(text), "needs_manual_grading", "Written answer: needs manual grading.")
+
+
+def cut_written(text: str) -> str:
+    """A written answer as the gradebook keeps it: its first MAX_WRITTEN_CHARS characters, and a note
+    saying how long it was when it is longer (the rest stays in the learner's notebook)."""
+    if len(text) <= MAX_WRITTEN_CHARS:
+        return text
+    return (text[:MAX_WRITTEN_CHARS] + f"\n\n[... cut: the answer has {len(text):,} characters; the grader keeps "
+            f"the first {MAX_WRITTEN_CHARS:,}]")
 
 
 # --- finding learners ------------------------------------------------------------------------------
