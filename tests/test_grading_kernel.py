@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from grading_submissions import CORRECT_MASKED_SOFTMAX, KILL_PARENT, correct_learner, notebook, write_learner
 from test_grading_hostile import load, run_cli
+from test_grading_secrets import DENSE as DENSE_MATRIX
 
 from lessonlib.grading import sandbox
 
@@ -92,19 +93,14 @@ def causal_mask(length):
     return np.tri(length, dtype=bool)
 '''
 
-DENSE = '''
-def _dense(query, key, value):
-    scores = query @ np.swapaxes(key, -1, -2) / np.sqrt(query.shape[-1])  # (..., L, S): the whole matrix
-    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    return (weights / weights.sum(axis=-1, keepdims=True)) @ value
-
+DENSE = DENSE_MATRIX + '''
 def tiled_attention(query, key, value, block_size):
     return _dense(query, key, value)
 '''
 
 # The same full matrix, with what the answer itself measures silenced and the peak that the kernel
 # reports reset before returning (the process made dumpable first, so that /proc/self is its own).
-DENSE_CLEARED = DENSE[:DENSE.index("def tiled_attention")] + '''
+DENSE_CLEARED = DENSE_MATRIX + '''
 import tracemalloc
 
 tracemalloc.get_traced_memory = lambda: (0, 0)
