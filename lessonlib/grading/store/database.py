@@ -1,0 +1,173 @@
+"""Opening the course gradebook, transactions, and the history row every change writes.
+
+Durability: the default rollback journal (one file to copy or back up: no ``-wal`` beside it) with
+``synchronous=FULL``, so a transaction is on disk when ``COMMIT`` returns, and a process killed at
+any moment leaves either the whole transaction or none of it (SQLite rolls a hot journal back on
+the next open). Every write is a ``BEGIN IMMEDIATE`` transaction: the write lock is taken up front,
+and ``busy_timeout`` makes a reader or writer wait for the other instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from lessonlib.grading.store import lock as grader_lock
+from lessonlib.grading.store import schema
+
+GRADEBOOK_FILE = "gradebook.db"
+BUSY_TIMEOUT_MS = 30_000
+
+
+class StoreError(ValueError):
+    """A request the gradebook cannot carry out (an unknown learner, a missing reason, ...)."""
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def to_json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, allow_nan=False)
+
+
+class Gradebook:
+    """One open course gradebook: a connection, the command it writes for, and (for writers) the lock."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, command: str,
+                 lock: grader_lock.GraderLock | None) -> None:
+        self.conn = conn
+        self.path = path
+        self.command = command
+        self.lock = lock
+        self._depth = 0
+
+    # --- life ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.conn.close()
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def __enter__(self) -> Gradebook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- transactions ---------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """All or nothing: the outermost ``with`` commits (or rolls back on an exception); inner ones join it."""
+        if self._depth == 0:
+            self.conn.execute("BEGIN IMMEDIATE")
+        self._depth += 1
+        try:
+            yield self.conn
+        except BaseException:
+            self._depth -= 1
+            if self._depth == 0:
+                self.conn.execute("ROLLBACK")
+            raise
+        self._depth -= 1
+        if self._depth == 0:
+            self.conn.execute("COMMIT")
+
+    def record(self, what: str, *, assignment_id: int | None = None, learner_id: int | None = None,
+               exercise: str | None = None, old: Any = None, new: Any = None, reason: str = "",
+               command: str | None = None) -> int:
+        """Append one history row (inside the caller's transaction); returns its id."""
+        if self._depth == 0:
+            raise RuntimeError("history rows are written inside a transaction, with the change they describe")
+        cursor = self.conn.execute(
+            "INSERT INTO history (at, command, what, assignment_id, learner_id, exercise, old, new, reason) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (now(), command or self.command, what, assignment_id, learner_id, exercise, to_json(old), to_json(new),
+             reason))
+        return int(cursor.lastrowid or 0)
+
+    # --- names to ids -----------------------------------------------------------------------------
+
+    def assignment_id(self, name: str) -> int:
+        row = self.conn.execute("SELECT id FROM assignments WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            known = [r[0] for r in self.conn.execute("SELECT name FROM assignments ORDER BY name")]
+            raise StoreError(f"no assignment {name!r} in {self.path}; the assignments are: "
+                             f"{', '.join(known) or 'none yet (grading one creates it)'}")
+        return int(row[0])
+
+    def learner_id(self, key: str) -> int:
+        row = self.conn.execute("SELECT id FROM learners WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            raise StoreError(f"no learner with key {key!r} in {self.path} (keys are those of feedback/KEY.md "
+                             "and the learner column of grades.csv)")
+        return int(row[0])
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)  # we BEGIN ourselves
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def open_gradebook(path: Path | str, command: str, *, lock: bool = True, wait: bool = False,
+                   timeout: float | None = None) -> Gradebook:
+    """Open (or create) the course gradebook at ``path`` for ``command`` (the words recorded in history).
+
+    lock=True (every command that writes): take the grader lock first; another grader holding it
+    raises GraderBusy naming it, or, with wait=True, is waited for (up to ``timeout`` seconds).
+    An older format is upgraded after a backup copy (``gradebook.db.formatN.bak``); a newer or
+    unknown one raises StoreFormatError saying what to do.
+    """
+    path = Path(path)
+    held = grader_lock.acquire(path, command, wait=wait, timeout=timeout) if lock else None
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # the seed is in it: the grader's alone
+        conn = _connect(path)
+        gradebook = Gradebook(conn, path, command, held)
+        try:
+            _prepare(gradebook)
+        except BaseException:
+            conn.close()
+            raise
+        return gradebook
+    except BaseException:
+        if held is not None:
+            held.release()
+        raise
+
+
+def _prepare(gradebook: Gradebook) -> None:
+    """Lay out a new file, or check (and upgrade) an existing one."""
+    with gradebook.transaction() as conn:
+        found = schema.stored_format(conn)
+        if found is None:
+            schema.create(conn, now())
+            gradebook.record("gradebook", new={"format": schema.FORMAT}, reason="created")
+            return
+        steps = schema.check_format(found, gradebook.path)
+        if not steps:
+            return
+    # an upgrade: copy the file aside first (outside any transaction), then migrate in one transaction
+    schema.backup_before_upgrade(gradebook.path, found)
+    with gradebook.transaction() as conn:
+        again = schema.stored_format(conn)
+        if again != found:  # upgraded meanwhile by another process
+            schema.check_format(again or schema.FORMAT, gradebook.path)
+            return
+        schema.upgrade(conn, steps)
+        gradebook.record("gradebook", old={"format": found}, new={"format": schema.FORMAT}, reason="upgraded")
