@@ -85,6 +85,16 @@ def test_an_lms_id_is_the_identity_whatever_the_name(gb: store.Gradebook) -> Non
     assert [c.what for c in store.learner_history(gb, first.key)] == ["learner", "learner_name"]
 
 
+def test_a_reader_cannot_write(gb: store.Gradebook, tmp_path: Path) -> None:
+    with store.open_gradebook(tmp_path / "gradebook.db", "lessonlib gradebook show", lock=False) as reader:
+        assert store.get_assignment(reader, "week2").seed == 1234
+        with pytest.raises(store.StoreError, match="opened for reading"):
+            store.register(reader, "alice")
+    with pytest.raises(store.StoreError, match="no gradebook at"):
+        store.open_gradebook(tmp_path / "missing.db", "lessonlib gradebook show", lock=False)
+    assert not (tmp_path / "missing.db").exists()
+
+
 def test_keys_cannot_be_changed_nor_learners_deleted(gb: store.Gradebook) -> None:
     key = store.register(gb, "alice").key
     with pytest.raises(sqlite3.IntegrityError, match="never change"):
@@ -217,7 +227,9 @@ def test_per_day_penalty_and_its_floor() -> None:
     floored = _late(8.0, policy, DUE + timedelta(days=9))
     assert floored.points == 5.0 and "below 50%" in floored.sentence  # 8 - 9 would be -1: the floor is 5
     low = _late(3.0, policy, DUE + timedelta(days=9))
-    assert low.points == 3.0  # already under the floor: never raised, never lowered below the floor
+    assert low.points == 3.0 and "not lowered: 3 stays" in low.sentence  # under the floor: never raised nor lowered
+    no_floor = _late(3.0, store.LatePolicy("per_day", 0.25), DUE + timedelta(days=2))
+    assert no_floor.points == 0.0 and no_floor.deducted == 3.0  # a score never goes below 0
 
 
 def test_zero_policy_and_none_policy() -> None:

@@ -47,6 +47,7 @@ class Gradebook:
         self.command = command
         self.lock = lock
         self._depth = 0
+        self._preparing = False  # laying out or upgrading the file, before any command writes
 
     # --- life ---------------------------------------------------------------------------------
 
@@ -68,6 +69,9 @@ class Gradebook:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """All or nothing: the outermost ``with`` commits (or rolls back on an exception); inner ones join it."""
         if self._depth == 0:
+            if self.lock is None and not self._preparing:
+                raise StoreError(f"{self.path} was opened for reading (lock=False); open it with the grader lock "
+                                 "(lock=True, the default) to change it, so that no other grader writes meanwhile")
             self.conn.execute("BEGIN IMMEDIATE")
         self._depth += 1
         try:
@@ -132,6 +136,8 @@ def open_gradebook(path: Path | str, command: str, *, lock: bool = True, wait: b
     unknown one raises StoreFormatError saying what to do.
     """
     path = Path(path)
+    if not lock and not path.exists():
+        raise StoreError(f"no gradebook at {path}; grading an assignment creates it (a reader never does)")
     held = grader_lock.acquire(path, command, wait=wait, timeout=timeout) if lock else None
     try:
         if not path.exists():
@@ -152,22 +158,28 @@ def open_gradebook(path: Path | str, command: str, *, lock: bool = True, wait: b
 
 
 def _prepare(gradebook: Gradebook) -> None:
-    """Lay out a new file, or check (and upgrade) an existing one."""
-    with gradebook.transaction() as conn:
-        found = schema.stored_format(conn)
-        if found is None:
-            schema.create(conn, now())
-            gradebook.record("gradebook", new={"format": schema.FORMAT}, reason="created")
-            return
-        steps = schema.check_format(found, gradebook.path)
-        if not steps:
-            return
-    # an upgrade: copy the file aside first (outside any transaction), then migrate in one transaction
-    schema.backup_before_upgrade(gradebook.path, found)
-    with gradebook.transaction() as conn:
-        again = schema.stored_format(conn)
-        if again != found:  # upgraded meanwhile by another process
-            schema.check_format(again or schema.FORMAT, gradebook.path)
-            return
-        schema.upgrade(conn, steps)
-        gradebook.record("gradebook", old={"format": found}, new={"format": schema.FORMAT}, reason="upgraded")
+    """Lay out a new file, or check (and upgrade) an existing one; a reader (no lock) only checks."""
+    path = gradebook.path
+    found = schema.stored_format(gradebook.conn)  # a read: it also rolls back what a killed writer left
+    steps = [] if found is None else schema.check_format(found, path)
+    if found is not None and not steps:
+        return
+    if gradebook.lock is None:
+        raise schema.StoreFormatError(
+            f"{path} is empty" if found is None else
+            f"{path} has gradebook format {found} and needs an upgrade to format {schema.FORMAT}; open it with "
+            "the grader lock (any grading command) to upgrade it")
+    if found is not None:
+        schema.backup_before_upgrade(path, found)  # outside any transaction: the file as it was
+    gradebook._preparing = True
+    try:
+        with gradebook.transaction() as conn:
+            if found is None:
+                schema.create(conn, now())
+                gradebook.record("gradebook", new={"format": schema.FORMAT}, reason="created")
+            else:
+                schema.upgrade(conn, steps)
+                gradebook.record("gradebook", old={"format": found}, new={"format": schema.FORMAT},
+                                 reason="upgraded")
+    finally:
+        gradebook._preparing = False

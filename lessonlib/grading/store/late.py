@@ -109,7 +109,13 @@ def late_adjusted(total: float, max_points: float, policy: LatePolicy, *, due: d
     floor = min(total, policy.floor * max_points)
     adjusted = max(total - penalty, floor)
     sentence = (f"Submitted {when}; {policy.penalty_per_day:.0%} of {_pts(max_points)} points per started day "
-                f"is {_pts(penalty)} points, so {_pts(total)} became {_pts(adjusted)}")
-    if adjusted > total - penalty:
-        sentence += f" (no late work goes below {policy.floor:.0%} of the points, {_pts(floor)})"
+                f"is {_pts(penalty)} points")
+    if policy.floor and total <= policy.floor * max_points:
+        sentence += (f", but a score under the floor ({policy.floor:.0%} of the points) is not lowered: "
+                     f"{_pts(total)} stays")
+    elif adjusted > total - penalty:
+        sentence += (f", but no late work goes below {policy.floor:.0%} of the points: {_pts(total)} became "
+                     f"{_pts(adjusted)}")
+    else:
+        sentence += f", so {_pts(total)} became {_pts(adjusted)}"
     return result(adjusted, days, sentence + ".")
