@@ -3,6 +3,7 @@ policy, effective scores, exports, import of an output folder, and format upgrad
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -14,6 +15,7 @@ from lessonlib.grading import store
 from lessonlib.grading.files import atomic_write_json
 from lessonlib.grading.manual import Mark, write_manual
 from lessonlib.grading.store import schema
+from lessonlib.grading.submissions import Learner
 
 DUE = datetime(2026, 3, 1, 17, 0, tzinfo=timezone.utc)
 NOTEBOOKS = ["02_masking.ipynb"]
@@ -342,3 +344,64 @@ def test_a_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
 def test_the_file_is_the_graders_alone(tmp_path: Path) -> None:
     store.open_gradebook(tmp_path / "gradebook.db", "lessonlib grade").close()
     assert (tmp_path / "gradebook.db").stat().st_mode & 0o077 == 0
+
+
+# --- what the batch will call ----------------------------------------------------------------------------
+
+
+def test_stored_keys_do_not_depend_on_the_order_of_arrival(tmp_path: Path) -> None:
+    """Today's assign_keys gives -2 by listing order; the stored keys are the same whatever the order,
+    and a later run keeps them even when the listing changes."""
+    keys = []
+    for n, order in enumerate((["bob", "Bob", "bob-2"], ["bob-2", "Bob", "bob"])):
+        with store.open_gradebook(tmp_path / f"course{n}.db", "lessonlib grade") as gb:
+            found = store.assign_stored_keys(gb, [Learner(name, "") for name in order])
+            keys.append({lr.name: lr.key for lr in found})
+            again = store.assign_stored_keys(gb, [Learner("bob", ""), Learner("bob-2", "")])  # run 2: Bob is gone
+            assert {lr.name: lr.key for lr in again} == {"bob": keys[-1]["bob"], "bob-2": keys[-1]["bob-2"]}
+    assert keys[0] == keys[1] == {"bob": "bob", "bob-2": "bob-2", "Bob": "Bob-3"}
+
+
+def test_a_learner_is_saved_whole_with_the_hashes_of_their_files(gb: store.Gradebook, tmp_path: Path) -> None:
+    notebook = tmp_path / "alice" / "02_masking.ipynb"
+    notebook.parent.mkdir()
+    notebook.write_bytes(b'{"cells": []}')
+    learner = store.assign_stored_keys(gb, [Learner("alice", "", {"02_masking.ipynb": notebook}, late=True)])[0]
+    with pytest.raises(store.StoreError, match="its own result"):
+        store.save_learner_result(gb, "week2", learner, _result("bob"))
+    store.save_learner_result(gb, "week2", learner, _result("alice"), submitted_at=DUE, attempt=2,
+                              chosen_because="the latest of 3")
+    row = gb.conn.execute("SELECT f.*, s.lms_late, s.attempt FROM submission_files f JOIN submissions s "
+                          "ON s.id = f.submission_id").fetchone()
+    assert (row["file_name"], row["size"], row["lms_late"], row["attempt"]) == ("02_masking.ipynb", 13, 1, 2)
+    assert row["sha256"] == hashlib.sha256(b'{"cells": []}').hexdigest()
+    assert store.saved_fingerprint(gb, "week2", "alice") == "fp-alice"
+    with pytest.raises(RuntimeError, match="grader failed"):  # a failure inside leaves nothing of the second save
+        with gb.transaction():
+            store.record_result(gb, "week2", _result("alice", written=1.0, status=r.GRADED_BY_HAND))
+            raise RuntimeError("the grader failed")
+    assert store.assignment_sheet(gb, "week2")[0].exercises[2].points is None
+
+
+def test_the_seed_is_drawn_once_and_kept(tmp_path: Path) -> None:
+    with store.open_gradebook(tmp_path / "gradebook.db", "lessonlib grade") as gb:
+        seed = store.ensure_assignment(gb, "week3", NOTEBOOKS).seed
+        assert 0 <= seed < 2**63 and store.ensure_assignment(gb, "week3", NOTEBOOKS).seed == seed
+        assert store.ensure_assignment(gb, "week4", NOTEBOOKS).seed != seed
+
+
+def test_a_hand_grade_for_an_earlier_answer_is_marked_stale(gb: store.Gradebook) -> None:
+    key = _graded(gb, "alice")
+    store.set_hand_grade(gb, "week2", key, "q_masks", 2.0)
+    assert not store.assignment_sheet(gb, "week2")[0].exercises[2].stale
+    changed = _result(key)
+    changed.exercises[2].answer_text = "A new answer, resubmitted."
+    store.record_result(gb, "week2", changed)
+    score = store.assignment_sheet(gb, "week2")[0].exercises[2]
+    assert score.stale and score.points == 2.0  # still counted: the instructor decides
+
+
+def test_totals_on_the_lms_scale(gb: store.Gradebook) -> None:
+    _graded(gb, "alice")  # 4 of 10
+    sheet = store.assignment_sheet(gb, "week2")[0]
+    assert (sheet.lms_total(None), sheet.lms_total(100)) == (4.0, 40.0)

@@ -7,13 +7,10 @@ A grading run::
 
     from lessonlib.grading import store
     with store.open_gradebook(course / "gradebook.db", "lessonlib grade ... --out grades") as gb:  # the lock
-        a = store.ensure_assignment(gb, "week3", notebooks, seed=new_seed())     # the stored seed wins
-        for learner in learners:
-            with gb.transaction():                                                # one learner: all or nothing
-                key = store.register(gb, learner.name, lms_id=learner.lms_id).key  # a stable key
-                store.record_submission(gb, "week3", key, store.stored_files(learner.files),
-                                        lms_late=learner.late)
-                store.record_result(gb, "week3", result)                        # result.key == key
+        a = store.ensure_assignment(gb, "week3", notebooks)  # a.seed: drawn once, when it is created
+        learners = store.assign_stored_keys(gb, found.learners)      # instead of submissions.assign_keys
+        ...                                                          # grade; for each learner's result:
+        store.save_learner_result(gb, "week3", learner, result)     # one transaction: files hashed, results
         rows = store.assignment_sheet(gb, "week3")       # every learner: effective scores, totals, late policy
         results = store.learner_results(gb, "week3")     # the same as LearnerResults for gradebook.py
         store.record_export(gb, "week3", "grades.csv")
@@ -24,6 +21,11 @@ A person's decisions::
     store.set_override(gb, "week3", "bob-2", "scaled_scores", 3.0, reason="regrade request: ...")
     store.grant_extension(gb, "week3", "bob-2", due, reason="illness")
     store.set_late_policy(gb, "week3", due_at=due, policy=store.LatePolicy("per_day", 0.1, floor=0.5))
+
+A ``Gradebook`` is one ``sqlite3`` connection: use it from the thread that opened it (the batch's
+main thread, where results arrive). ``ensure_assignment`` draws the secret seed when it creates the
+assignment (or takes ``--seed``); afterwards the stored seed is the assignment's, and a different
+``--seed`` is refused.
 
 The effective score of an exercise is its override, else (written questions) its hand grade,
 else the graded result; the late policy then applies to the learner's total of effective scores
@@ -42,6 +44,7 @@ from lessonlib.grading.store.assignments import (
     grant_extension,
     record_result,
     record_submission,
+    save_learner_result,
     saved_fingerprint,
     set_late_policy,
     stored_files,
@@ -49,7 +52,13 @@ from lessonlib.grading.store.assignments import (
 from lessonlib.grading.store.database import GRADEBOOK_FILE, Gradebook, StoreError, open_gradebook
 from lessonlib.grading.store.importer import Imported, import_output_folder
 from lessonlib.grading.store.late import LateAdjustment, LatePolicy, days_late, late_adjusted
-from lessonlib.grading.store.learners import StoredLearner, all_learners, identity_for, register
+from lessonlib.grading.store.learners import (
+    StoredLearner,
+    all_learners,
+    assign_stored_keys,
+    identity_for,
+    register,
+)
 from lessonlib.grading.store.lock import GraderBusy
 from lessonlib.grading.store.marks import Effective, clear_override, effective, set_hand_grade, set_override
 from lessonlib.grading.store.queries import (
@@ -68,11 +77,12 @@ from lessonlib.grading.store.queries import (
 from lessonlib.grading.store.schema import FORMAT, StoreFormatError
 
 __all__ = [
-    "FORMAT", "GRADEBOOK_FILE", "Assignment", "Change", "Changes", "Effective", "ExerciseScore", "GraderBusy",
-    "Gradebook", "Imported", "LateAdjustment", "LatePolicy", "LearnerSheet", "StoreError", "StoreFormatError",
-    "StoredLearner", "SubmittedFile", "TermRow", "all_learners", "assignment_sheet", "changed_since",
-    "clear_override", "days_late", "effective", "ensure_assignment", "get_assignment", "grant_extension",
-    "identity_for", "import_output_folder", "late_adjusted", "learner_history", "learner_results", "open_gradebook",
-    "record_export", "record_result", "record_submission", "register", "saved_fingerprint", "set_hand_grade",
-    "set_late_policy", "set_override", "stored_files", "term_results",
+    "FORMAT", "GRADEBOOK_FILE", "Assignment", "Change", "Changes", "Effective", "ExerciseScore", "Gradebook",
+    "GraderBusy", "Imported", "LateAdjustment", "LatePolicy", "LearnerSheet", "StoreError", "StoreFormatError",
+    "StoredLearner", "SubmittedFile", "TermRow", "all_learners", "assign_stored_keys", "assignment_sheet",
+    "changed_since", "clear_override", "days_late", "effective", "ensure_assignment", "get_assignment",
+    "grant_extension", "identity_for", "import_output_folder", "late_adjusted", "learner_history",
+    "learner_results", "open_gradebook", "record_export", "record_result", "record_submission", "register",
+    "save_learner_result", "saved_fingerprint", "set_hand_grade", "set_late_policy", "set_override", "stored_files",
+    "term_results",
 ]

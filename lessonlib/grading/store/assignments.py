@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +18,7 @@ from typing import Any
 from lessonlib.grading import records as r
 from lessonlib.grading.store.database import Gradebook, StoreError, now
 from lessonlib.grading.store.late import LatePolicy
+from lessonlib.grading.submissions import Learner
 
 
 @dataclass(frozen=True)
@@ -52,24 +54,31 @@ def get_assignment(gradebook: Gradebook, name: str) -> Assignment:
                       row["lms_points"])
 
 
-def ensure_assignment(gradebook: Gradebook, name: str, notebooks: Sequence[str], seed: int) -> Assignment:
-    """The assignment ``name``, created with ``notebooks`` and ``seed`` when new.
+def new_seed() -> int:
+    """A fresh secret seed: 63 bits from the operating system's random source (as ``batch.new_seed``)."""
+    return int.from_bytes(os.urandom(8), "big") >> 1
+
+
+def ensure_assignment(gradebook: Gradebook, name: str, notebooks: Sequence[str], seed: int | None = None
+                      ) -> Assignment:
+    """The assignment ``name``; when new, created with ``notebooks`` and ``seed`` (None: a new secret one).
 
     An existing one must have the same notebooks: grading other notebooks under its name is refused.
-    Its seed is its own; ``seed`` only matters when it is created (a different one is refused).
+    Its seed is its own: a ``seed`` that differs from it is refused, None takes it.
     """
     with gradebook.transaction() as conn:
         row = conn.execute("SELECT notebooks, seed FROM assignments WHERE name = ?", (name,)).fetchone()
         if row is None:
             cursor = conn.execute("INSERT INTO assignments (name, notebooks, seed, created_at) VALUES (?, ?, ?, ?)",
-                                  (name, json.dumps(list(notebooks)), int(seed), now()))
+                                  (name, json.dumps(list(notebooks)), new_seed() if seed is None else int(seed),
+                                   now()))
             gradebook.record("assignment", assignment_id=int(cursor.lastrowid or 0),
                              new={"name": name, "notebooks": list(notebooks)})  # never the seed
         else:
             if json.loads(row["notebooks"]) != list(notebooks):
                 raise StoreError(f"the assignment {name!r} grades {', '.join(json.loads(row['notebooks']))}, not "
                                  f"{', '.join(notebooks)}; give the other notebooks another assignment name")
-            if int(row["seed"]) != int(seed):
+            if seed is not None and int(row["seed"]) != int(seed):
                 raise StoreError(f"the assignment {name!r} keeps the seed it was first graded with; leave the seed "
                                  "out to use it, or grade under another assignment name")
         return get_assignment(gradebook, name)
@@ -212,3 +221,19 @@ def saved_fingerprint(gradebook: Gradebook, assignment: str, learner_key: str) -
 def stored_files(files: Mapping[str, Path]) -> list[SubmittedFile]:
     """The SubmittedFile of each notebook path (a ``Learner.files`` mapping)."""
     return [SubmittedFile.of(notebook, path) for notebook, path in sorted(files.items())]
+
+
+def save_learner_result(gradebook: Gradebook, assignment: str, learner: Learner, result: r.LearnerResult, *,
+                        submitted_at: datetime | None = None, attempt: int = 0, chosen_because: str = "") -> None:
+    """One graded learner, all or nothing: the submission (its files hashed) and every result.
+
+    ``learner.key`` must be its stored key (``assign_stored_keys``) and equal ``result.key``.
+    """
+    if learner.key != result.key:
+        raise StoreError(f"the result of {result.key!r} was given for the learner {learner.key!r}; give each "
+                         "learner its own result")
+    files = stored_files(learner.files)  # hashed before the transaction: no lock held while reading files
+    with gradebook.transaction():
+        record_submission(gradebook, assignment, learner.key, files, submitted_at=submitted_at,
+                          lms_late=learner.late, attempt=attempt, chosen_because=chosen_because, notes=learner.notes)
+        record_result(gradebook, assignment, result)

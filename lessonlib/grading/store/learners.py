@@ -15,10 +15,11 @@ and whatever was given to ``bob-2`` stays with the folder ``bob-2``.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lessonlib.grading.store.database import Gradebook, StoreError, now
-from lessonlib.grading.submissions import safe_key
+from lessonlib.grading.submissions import Learner, safe_key
 
 
 @dataclass(frozen=True)
@@ -108,3 +109,36 @@ def all_learners(gradebook: Gradebook) -> list[StoredLearner]:
     """Every learner of the course, by key."""
     rows = gradebook.conn.execute("SELECT * FROM learners ORDER BY key COLLATE NOCASE")
     return [StoredLearner.from_row(row) for row in rows]
+
+
+def assign_stored_keys(gradebook: Gradebook, found: Sequence[Learner], *,
+                       origins: dict[int, str] | None = None) -> list[Learner]:
+    """Give each found learner its stored key (``submissions.assign_keys`` for a course with a gradebook).
+
+    Known identities get the key they always had. Newcomers whose key collides with no one's get it
+    as it is; the others follow in the order of their identities (case-folded, lower case first),
+    so one run's newcomers get the same keys whatever order the files were listed in. All in one
+    transaction. ``origins`` maps ``id(learner)`` to its origin where same-named folders of
+    different people must stay apart. Returns the learners sorted by key, like ``assign_keys``.
+    """
+    origins = origins or {}
+
+    def identity(learner: Learner) -> str:
+        return identity_for(learner.name, lms_id=learner.lms_id, origin=origins.get(id(learner), ""))
+
+    with gradebook.transaction():
+        known = {id(lr) for lr in found if find(gradebook, identity(lr)) is not None}
+        wanted: dict[str, int] = {}
+        for learner in found:
+            if id(learner) not in known:
+                base = base_key(learner.name, learner.lms_id).lower()
+                wanted[base] = wanted.get(base, 0) + 1
+
+        def clear(learner: Learner) -> bool:
+            return id(learner) in known or wanted[base_key(learner.name, learner.lms_id).lower()] == 1
+
+        order = sorted(found, key=lambda lr: (not clear(lr), identity(lr).casefold(), identity(lr).swapcase()))
+        for learner in order:
+            learner.key = register(gradebook, learner.name, lms_id=learner.lms_id,
+                                   origin=origins.get(id(learner), "")).key
+    return sorted(found, key=lambda lr: lr.key.lower())

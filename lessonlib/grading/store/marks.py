@@ -11,6 +11,8 @@ The late policy applies afterwards, to the total of the effective scores (see ``
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 
@@ -36,10 +38,16 @@ def effective(graded: float | None, kind: str, *, hand: float | None = None, ove
     return Effective(graded, "graded")
 
 
+def answer_digest(detail: str) -> str:
+    """The sha256 of the written answer in a result's detail JSON (of "" when there is none)."""
+    text = json.loads(detail).get("answer_text") or ""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def _result(gradebook: Gradebook, assignment: str, learner_key: str, exercise: str) -> tuple[int, int, dict]:
     a, lid = gradebook.assignment_id(assignment), gradebook.learner_id(learner_key)
-    row = gradebook.conn.execute("SELECT kind, max_points FROM results WHERE assignment_id = ? AND learner_id = ? "
-                                 "AND exercise = ?", (a, lid, exercise)).fetchone()
+    row = gradebook.conn.execute("SELECT kind, max_points, detail FROM results WHERE assignment_id = ? "
+                                 "AND learner_id = ? AND exercise = ?", (a, lid, exercise)).fetchone()
     if row is None:
         known = [x[0] for x in gradebook.conn.execute(
             "SELECT exercise FROM results WHERE assignment_id = ? AND learner_id = ? ORDER BY position", (a, lid))]
@@ -55,7 +63,11 @@ def _check_points(points: float, max_points: float, what: str) -> None:
 
 def set_hand_grade(gradebook: Gradebook, assignment: str, learner_key: str, exercise: str, points: float | None,
                    *, rubric: str = "", comment: str = "") -> None:
-    """Give (or, with points=None, withdraw) the hand grade of a written answer, with history."""
+    """Give (or, with points=None, withdraw) the hand grade of a written answer, with history.
+
+    The answer's digest is kept with it: when a resubmission changes the answer, the hand grade
+    still counts but the sheet marks it ``stale`` for the instructor to look at again.
+    """
     a, lid, row = _result(gradebook, assignment, learner_key, exercise)
     what = f"{learner_key} / {exercise}"
     if row["kind"] != "manual":
@@ -74,8 +86,9 @@ def set_hand_grade(gradebook: Gradebook, assignment: str, learner_key: str, exer
             conn.execute("DELETE FROM hand_grades WHERE assignment_id = ? AND learner_id = ? AND exercise = ?",
                          (a, lid, exercise))
         else:
-            conn.execute("INSERT OR REPLACE INTO hand_grades VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         (a, lid, exercise, float(points), rubric, comment, now(), gradebook.command))
+            conn.execute("INSERT OR REPLACE INTO hand_grades VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (a, lid, exercise, float(points), rubric, comment, answer_digest(row["detail"]), now(),
+                          gradebook.command))
         gradebook.record("hand_grade", assignment_id=a, learner_id=lid, exercise=exercise, old=old_value,
                          new=new_value)
 

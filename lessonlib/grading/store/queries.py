@@ -17,7 +17,7 @@ from lessonlib.grading import records as r
 from lessonlib.grading.store.assignments import get_assignment
 from lessonlib.grading.store.database import Gradebook, StoreError, now
 from lessonlib.grading.store.late import LateAdjustment, late_adjusted
-from lessonlib.grading.store.marks import effective
+from lessonlib.grading.store.marks import answer_digest, effective
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class ExerciseScore:
     note: str  # the override's reason or the rubric line
     diagnoses: tuple[str, ...]
     comment: str = ""  # the hand grade's comment for the learner
+    stale: bool = False  # the hand grade was given to another version of the written answer
 
     @property
     def pending(self) -> bool:
@@ -73,10 +74,17 @@ class LearnerSheet:
     def pending(self) -> float:
         return round(sum(e.max_points for e in self.exercises if e.pending), 4)
 
+    def lms_total(self, points_possible: float | None) -> float:
+        """The total on the LMS's scale (the assignment's ``lms_points``; None: its own points)."""
+        if not points_possible or not self.max_points:
+            return self.total
+        return round(self.total * points_possible / self.max_points, 4)
+
 
 def _scores(gradebook: Gradebook, a: int, lid: int) -> tuple[ExerciseScore, ...]:
     rows = gradebook.conn.execute(
-        "SELECT r.*, h.points AS hand, h.rubric, h.comment, o.points AS override, o.reason FROM results r "
+        "SELECT r.*, h.points AS hand, h.rubric, h.comment, h.answer_sha256, o.points AS override, o.reason "
+        "FROM results r "
         "LEFT JOIN hand_grades h USING (assignment_id, learner_id, exercise) "
         "LEFT JOIN overrides o USING (assignment_id, learner_id, exercise) "
         "WHERE r.assignment_id = ? AND r.learner_id = ? ORDER BY r.position", (a, lid))
@@ -87,7 +95,8 @@ def _scores(gradebook: Gradebook, a: int, lid: int) -> tuple[ExerciseScore, ...]
         status = r.GRADED_BY_HAND if row["kind"] == "manual" and row["hand"] is not None else row["status"]
         scores.append(ExerciseScore(row["notebook"], row["exercise"], row["kind"], str(status), row["points"],
                                     chosen.points, row["max_points"], chosen.source, chosen.note,
-                                    tuple(json.loads(row["diagnoses"])), row["comment"] or ""))
+                                    tuple(json.loads(row["diagnoses"])), row["comment"] or "",
+                                    row["hand"] is not None and row["answer_sha256"] != answer_digest(row["detail"])))
     return tuple(scores)
 
 

@@ -10,7 +10,7 @@ Tables (every time is ISO 8601 in UTC, ``2026-03-01T17:00:00+00:00``; every JSON
     submission_files  submission, notebook, file_name, sha256, size
     results           assignment, learner, exercise, notebook, position, kind, status, points, max_points,
                       diagnoses (JSON names), detail (JSON: the ExerciseGrade as graded)
-    hand_grades       assignment, learner, exercise, points, rubric, comment, graded_at, command
+    hand_grades       assignment, learner, exercise, points, rubric, comment, answer_sha256, graded_at, command
     overrides         assignment, learner, exercise, points, reason (required), at, command
     extensions        assignment, learner, due_at, reason (required), at, command
     history           id, at, command, what, assignment, learner, exercise, old (JSON), new (JSON), reason
@@ -110,6 +110,7 @@ CREATE TABLE hand_grades (
     points REAL NOT NULL,
     rubric TEXT NOT NULL DEFAULT '',
     comment TEXT NOT NULL DEFAULT '',
+    answer_sha256 TEXT NOT NULL DEFAULT '',      -- the written answer graded: a resubmission shows as stale
     graded_at TEXT NOT NULL,
     command TEXT NOT NULL,
     PRIMARY KEY (assignment_id, learner_id, exercise)
