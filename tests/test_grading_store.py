@@ -339,6 +339,11 @@ def test_a_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(store.StoreFormatError, match="not a lessonlib gradebook"):
         store.open_gradebook(path, "lessonlib grade")
     assert path.stat().st_size > 0
+    garbage = tmp_path / "grades.csv"
+    garbage.write_text("learner,points\nalice,3\n" * 100)
+    with pytest.raises(store.StoreFormatError, match="not an SQLite database"):
+        store.open_gradebook(garbage, "lessonlib grade")
+    assert garbage.read_text().startswith("learner,points")
 
 
 def test_the_file_is_the_graders_alone(tmp_path: Path) -> None:

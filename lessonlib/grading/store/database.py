@@ -23,6 +23,7 @@ from lessonlib.grading.store import schema
 
 GRADEBOOK_FILE = "gradebook.db"
 BUSY_TIMEOUT_MS = 30_000
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
 
 
 class StoreError(ValueError):
@@ -83,7 +84,12 @@ class Gradebook:
             raise
         self._depth -= 1
         if self._depth == 0:
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:  # (a full disk): nothing of it stays, and the next transaction can begin
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
 
     def record(self, what: str, *, assignment_id: int | None = None, learner_id: int | None = None,
                exercise: str | None = None, old: Any = None, new: Any = None, reason: str = "",
@@ -116,14 +122,12 @@ class Gradebook:
         return int(row[0])
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)  # we BEGIN ourselves
+def _configure(conn: sqlite3.Connection) -> None:
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode = DELETE")
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
-    return conn
 
 
 def open_gradebook(path: Path | str, command: str, *, lock: bool = True, wait: bool = False,
@@ -143,9 +147,11 @@ def open_gradebook(path: Path | str, command: str, *, lock: bool = True, wait: b
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # the seed is in it: the grader's alone
-        conn = _connect(path)
+        _check_header(path)
+        conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)  # we BEGIN ourselves
         gradebook = Gradebook(conn, path, command, held)
         try:
+            _configure(conn)
             _prepare(gradebook)
         except BaseException:
             conn.close()
@@ -155,6 +161,15 @@ def open_gradebook(path: Path | str, command: str, *, lock: bool = True, wait: b
         if held is not None:
             held.release()
         raise
+
+
+def _check_header(path: Path) -> None:
+    """Refuse a file that is not SQLite (a CSV given by mistake) before SQLite is pointed at it."""
+    with open(path, "rb") as f:
+        head = f.read(len(SQLITE_HEADER))
+    if head and head != SQLITE_HEADER:
+        raise schema.StoreFormatError(f"{path} is not an SQLite database; give the path of the course's "
+                                      f"{GRADEBOOK_FILE}, or restore it from a backup")
 
 
 def _prepare(gradebook: Gradebook) -> None:
