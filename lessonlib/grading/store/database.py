@@ -79,7 +79,7 @@ class Gradebook:
             yield self.conn
         except BaseException:
             self._depth -= 1
-            if self._depth == 0:
+            if self._depth == 0 and self.conn.in_transaction:  # (SQLite may have rolled back already)
                 self.conn.execute("ROLLBACK")
             raise
         self._depth -= 1
