@@ -35,8 +35,10 @@ for i in range(start, start + 100000):
         grades = [r.ExerciseGrade("02_masking.ipynb", f"ex{j}", 1.0, 1.0, "passed") for j in range(3)]
         store.record_result(gb, "week2", r.LearnerResult(key, key, "fp", "limits", "t", grades))
         if sys.argv[2] == "open" and i == start + 5:  # a transaction left open, never committed
-            for j in range(200):
-                store.register(gb, f"uncommitted{j:03d}")
+            for j in range(40):  # 8 MB, more than SQLite's page cache: pages reach the file before COMMIT
+                key = store.register(gb, f"uncommitted{j:03d}").key
+                store.record_result(gb, "week2", r.LearnerResult(key, key, "fp", "limits", "t", grades,
+                                                                 notes=["x" * 200_000]))
             print("open", flush=True)
             sys.stdin.readline()
     print(i, flush=True)  # committed
@@ -145,7 +147,7 @@ def test_kill_9_inside_an_open_transaction_leaves_none_of_it(tmp_path: Path) -> 
     _expect(writer, "0")
     for i in range(1, 5):
         _expect(writer, str(i))
-    _expect(writer, "open")  # 200 learners written inside a transaction that is never committed
+    _expect(writer, "open")  # 40 learners and 8 MB written inside a transaction that is never committed
     assert store.lock.lock_path(path).exists()
     os.kill(writer.pid, signal.SIGKILL)
     writer.wait(timeout=60)
