@@ -410,3 +410,12 @@ def test_totals_on_the_lms_scale(gb: store.Gradebook) -> None:
     _graded(gb, "alice")  # 4 of 10
     sheet = store.assignment_sheet(gb, "week2")[0]
     assert (sheet.lms_total(None), sheet.lms_total(100)) == (4.0, 40.0)
+
+
+def test_every_error_for_the_user_is_one_kind(gb: store.Gradebook) -> None:
+    for error in (store.StoreError, store.StoreFormatError, store.GraderBusy):
+        assert issubclass(error, store.GradebookError)
+    with pytest.raises(store.GradebookError, match="the assignments are: week2"):
+        store.get_assignment(gb, "week9")
+    with pytest.raises(store.GradebookError, match="no learner with key 'nobody'"):
+        store.set_override(gb, "week2", "nobody", "causal_mask", 1.0, "why")

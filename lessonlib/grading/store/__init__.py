@@ -34,6 +34,11 @@ stored (``learners.py``); every change appends a row to ``history``, which nothi
 (``schema.py``). One grader at a time: ``open_gradebook`` takes an ``flock`` beside the file
 (``lock.py``) and names the holder to a second grader, or waits for it with ``wait=True``.
 An output folder of the file-based grader is brought in with ``import_output_folder``.
+
+Errors: every error meant for the person running a command is a ``GradebookError`` (``StoreError``
+for a request that cannot be carried out, ``StoreFormatError`` for a file this version cannot
+use, ``GraderBusy`` for another grader); its message names what was wrong and what to do. Keep
+each transaction short (one learner): readers wait for a writer's commit (``busy_timeout``).
 """
 
 from lessonlib.grading.store.assignments import (
@@ -50,6 +55,7 @@ from lessonlib.grading.store.assignments import (
     stored_files,
 )
 from lessonlib.grading.store.database import GRADEBOOK_FILE, Gradebook, StoreError, open_gradebook
+from lessonlib.grading.store.errors import GradebookError
 from lessonlib.grading.store.importer import Imported, import_output_folder
 from lessonlib.grading.store.late import LateAdjustment, LatePolicy, days_late, late_adjusted
 from lessonlib.grading.store.learners import (
@@ -78,10 +84,10 @@ from lessonlib.grading.store.schema import FORMAT, StoreFormatError
 
 __all__ = [
     "FORMAT", "GRADEBOOK_FILE", "Assignment", "Change", "Changes", "Effective", "ExerciseScore", "Gradebook",
-    "GraderBusy", "Imported", "LateAdjustment", "LatePolicy", "LearnerSheet", "StoreError", "StoreFormatError",
-    "StoredLearner", "SubmittedFile", "TermRow", "all_learners", "assign_stored_keys", "assignment_sheet",
-    "changed_since", "clear_override", "days_late", "effective", "ensure_assignment", "get_assignment",
-    "grant_extension", "identity_for", "import_output_folder", "late_adjusted", "learner_history",
+    "GradebookError", "GraderBusy", "Imported", "LateAdjustment", "LatePolicy", "LearnerSheet", "StoreError",
+    "StoreFormatError", "StoredLearner", "SubmittedFile", "TermRow", "all_learners", "assign_stored_keys",
+    "assignment_sheet", "changed_since", "clear_override", "days_late", "effective", "ensure_assignment",
+    "get_assignment", "grant_extension", "identity_for", "import_output_folder", "late_adjusted", "learner_history",
     "learner_results", "open_gradebook", "record_export", "record_result", "record_submission", "register",
     "save_learner_result", "saved_fingerprint", "set_hand_grade", "set_late_policy", "set_override", "stored_files",
     "term_results",

@@ -20,13 +20,14 @@ from typing import Any
 
 from lessonlib.grading.store import lock as grader_lock
 from lessonlib.grading.store import schema
+from lessonlib.grading.store.errors import GradebookError
 
 GRADEBOOK_FILE = "gradebook.db"
 BUSY_TIMEOUT_MS = 30_000
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
 
 
-class StoreError(ValueError):
+class StoreError(GradebookError, ValueError):
     """A request the gradebook cannot carry out (an unknown learner, a missing reason, ...)."""
 
 

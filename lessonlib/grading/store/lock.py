@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from lessonlib.grading.store.errors import GradebookError
 
-class GraderBusy(RuntimeError):
+
+class GraderBusy(GradebookError, RuntimeError):
     """Another grader holds the course's gradebook; the message names it."""
 
     def __init__(self, message: str, holder: dict[str, object]) -> None:

@@ -28,6 +28,8 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from lessonlib.grading.store.errors import GradebookError
+
 FORMAT = 1  # bump with every change to DDL, and add the step from the previous format to MIGRATIONS
 
 DDL = """
@@ -165,7 +167,7 @@ CREATE TABLE exports (
 """
 
 
-class StoreFormatError(RuntimeError):
+class StoreFormatError(GradebookError, RuntimeError):
     """The file is not a gradebook this version of lessonlib can read (the message says what to do)."""
 
 
