@@ -1,0 +1,94 @@
+"""The course gradebook: one SQLite database per course (nbgrader's ``gradebook.db`` is the model).
+
+Every file a user sees (CSVs, JSON, LMS imports, feedback) is meant to be a view of this database,
+covering every learner of an assignment, never only one run's. Standard library ``sqlite3`` only.
+
+A grading run::
+
+    from lessonlib.grading import store
+    with store.open_gradebook(course / "gradebook.db", "lessonlib grade ... --out grades") as gb:  # the lock
+        a = store.ensure_assignment(gb, "week3", notebooks)  # a.seed: drawn once, when it is created
+        learners = store.assign_stored_keys(gb, found.learners)      # instead of submissions.assign_keys
+        ...                                                          # grade; for each learner's result:
+        store.save_learner_result(gb, "week3", learner, result)     # one transaction: files hashed, results
+        rows = store.assignment_sheet(gb, "week3")       # every learner: effective scores, totals, late policy
+        results = store.learner_results(gb, "week3")     # the same as LearnerResults for gradebook.py
+        store.record_export(gb, "week3", "grades.csv")
+
+A person's decisions::
+
+    store.set_hand_grade(gb, "week3", "bob-2", "q_scaling", 2.0, rubric="B", comment="...")
+    store.set_override(gb, "week3", "bob-2", "scaled_scores", 3.0, reason="regrade request: ...")
+    store.grant_extension(gb, "week3", "bob-2", due, reason="illness")
+    store.set_late_policy(gb, "week3", due_at=due, policy=store.LatePolicy("per_day", 0.1, floor=0.5))
+
+A ``Gradebook`` is one ``sqlite3`` connection: use it from the thread that opened it (the batch's
+main thread, where results arrive). ``ensure_assignment`` draws the secret seed when it creates the
+assignment (or takes ``--seed``); afterwards the stored seed is the assignment's, and a different
+``--seed`` is refused.
+
+The effective score of an exercise is its override, else (written questions) its hand grade,
+else the graded result; the late policy then applies to the learner's total of effective scores
+(``late.py`` has the arithmetic, ``marks.py`` the order). Learners' keys are given once and
+stored (``learners.py``); every change appends a row to ``history``, which nothing can alter
+(``schema.py``). One grader at a time: ``open_gradebook`` takes an ``flock`` beside the file
+(``lock.py``) and names the holder to a second grader, or waits for it with ``wait=True``.
+An output folder of the file-based grader is brought in with ``import_output_folder``.
+
+Errors: every error meant for the person running a command is a ``GradebookError`` (``StoreError``
+for a request that cannot be carried out, ``StoreFormatError`` for a file this version cannot
+use, ``GraderBusy`` for another grader); its message names what was wrong and what to do. Keep
+each transaction short (one learner): readers wait for a writer's commit (``busy_timeout``).
+"""
+
+from lessonlib.grading.store.assignments import (
+    Assignment,
+    SubmittedFile,
+    ensure_assignment,
+    get_assignment,
+    grant_extension,
+    record_result,
+    record_submission,
+    save_learner_result,
+    saved_fingerprint,
+    set_late_policy,
+    stored_files,
+)
+from lessonlib.grading.store.database import GRADEBOOK_FILE, Gradebook, StoreError, open_gradebook
+from lessonlib.grading.store.errors import GradebookError
+from lessonlib.grading.store.importer import Imported, import_output_folder
+from lessonlib.grading.store.late import LateAdjustment, LatePolicy, days_late, late_adjusted
+from lessonlib.grading.store.learners import (
+    StoredLearner,
+    all_learners,
+    assign_stored_keys,
+    identity_for,
+    register,
+)
+from lessonlib.grading.store.lock import GraderBusy
+from lessonlib.grading.store.marks import Effective, clear_override, effective, set_hand_grade, set_override
+from lessonlib.grading.store.queries import (
+    Change,
+    Changes,
+    ExerciseScore,
+    LearnerSheet,
+    TermRow,
+    assignment_sheet,
+    changed_since,
+    learner_history,
+    learner_results,
+    record_export,
+    term_results,
+)
+from lessonlib.grading.store.schema import FORMAT, StoreFormatError
+
+__all__ = [
+    "FORMAT", "GRADEBOOK_FILE", "Assignment", "Change", "Changes", "Effective", "ExerciseScore", "Gradebook",
+    "GradebookError", "GraderBusy", "Imported", "LateAdjustment", "LatePolicy", "LearnerSheet", "StoreError",
+    "StoreFormatError", "StoredLearner", "SubmittedFile", "TermRow", "all_learners", "assign_stored_keys",
+    "assignment_sheet", "changed_since", "clear_override", "days_late", "effective", "ensure_assignment",
+    "get_assignment", "grant_extension", "identity_for", "import_output_folder", "late_adjusted", "learner_history",
+    "learner_results", "open_gradebook", "record_export", "record_result", "record_submission", "register",
+    "save_learner_result", "saved_fingerprint", "set_hand_grade", "set_late_policy", "set_override", "stored_files",
+    "term_results",
+]

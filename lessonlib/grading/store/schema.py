@@ -1,0 +1,237 @@
+"""The course gradebook's schema: one DDL, its format version, and the way an older file is upgraded.
+
+Tables (every time is ISO 8601 in UTC, ``2026-03-01T17:00:00+00:00``; every JSON column is text)::
+
+    meta              name, value                       the format version ("format") and when it was made
+    learners          identity, key, base_key, disambiguation, name, lms_id, created_at, created_by
+    assignments       name, notebooks (JSON), seed, due_at, late_policy, penalty_per_day, late_floor, lms_points
+    submissions       assignment, learner, submitted_at, lms_late, attempt, chosen_because, fingerprint,
+                      isolation, graded_at, seconds, notes (JSON)
+    submission_files  submission, notebook, file_name, sha256, size
+    results           assignment, learner, exercise, notebook, position, kind, status, points, max_points,
+                      diagnoses (JSON names), detail (JSON: the ExerciseGrade as graded)
+    hand_grades       assignment, learner, exercise, points, rubric, comment, answer_sha256, graded_at, command
+    overrides         assignment, learner, exercise, points, reason (required), at, command
+    extensions        assignment, learner, due_at, reason (required), at, command
+    history           id, at, command, what, assignment, learner, exercise, old (JSON), new (JSON), reason
+    exports           id, assignment, kind, at, command, history_id (the last history row it covered)
+
+Rules the database itself enforces (triggers and CHECKs, so no code path can break them): history
+rows are never updated or deleted; a learner's identity and key never change and no learner is
+deleted; an assignment's seed never changes; an override and an extension carry a reason.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from lessonlib.grading.store.errors import GradebookError
+
+FORMAT = 1  # bump with every change to DDL, and add the step from the previous format to MIGRATIONS
+
+DDL = """
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+CREATE TABLE learners (
+    id INTEGER PRIMARY KEY,
+    identity TEXT NOT NULL UNIQUE,               -- lms:<id>, else name:<submitted name, verbatim>
+    key TEXT NOT NULL UNIQUE COLLATE NOCASE,     -- file-safe, unique ignoring case: feedback/<key>.md
+    base_key TEXT NOT NULL,                      -- the key the name asked for before disambiguation
+    disambiguation TEXT NOT NULL DEFAULT '',     -- why key differs from base_key (empty when it does not)
+    name TEXT NOT NULL,                          -- for reading; may be updated (a roster's spelling)
+    lms_id TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL,
+    created_by TEXT NOT NULL
+);
+CREATE TRIGGER learner_identity_fixed BEFORE UPDATE OF identity, key, base_key, disambiguation ON learners
+BEGIN SELECT RAISE(ABORT, 'a learner''s identity and key never change once given'); END;
+CREATE TRIGGER learner_kept BEFORE DELETE ON learners
+BEGIN SELECT RAISE(ABORT, 'learners are never deleted: their grades and history refer to them'); END;
+
+CREATE TABLE assignments (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    notebooks TEXT NOT NULL,                     -- JSON list of course notebook file names
+    seed INTEGER NOT NULL,                       -- the hidden cases' secret seed
+    due_at TEXT,
+    late_policy TEXT NOT NULL DEFAULT 'none' CHECK (late_policy IN ('none', 'zero', 'per_day')),
+    penalty_per_day REAL NOT NULL DEFAULT 0 CHECK (penalty_per_day >= 0 AND penalty_per_day <= 1),
+    late_floor REAL NOT NULL DEFAULT 0 CHECK (late_floor >= 0 AND late_floor <= 1),
+    lms_points REAL,                             -- points possible in the LMS (None: the assignment's own)
+    created_at TEXT NOT NULL
+);
+CREATE TRIGGER assignment_seed_fixed BEFORE UPDATE OF seed ON assignments
+BEGIN SELECT RAISE(ABORT, 'an assignment''s seed never changes: every grade was computed with it'); END;
+
+CREATE TABLE submissions (
+    id INTEGER PRIMARY KEY,
+    assignment_id INTEGER NOT NULL REFERENCES assignments(id),
+    learner_id INTEGER NOT NULL REFERENCES learners(id),
+    submitted_at TEXT,                           -- when the LMS received it, when known
+    lms_late INTEGER NOT NULL DEFAULT 0,         -- the LMS marked it late
+    attempt INTEGER NOT NULL DEFAULT 0,          -- which resubmission was taken (Canvas's -N; 0 the first)
+    chosen_because TEXT NOT NULL DEFAULT '',     -- why that one
+    fingerprint TEXT NOT NULL DEFAULT '',
+    isolation TEXT NOT NULL DEFAULT '',
+    graded_at TEXT,
+    seconds REAL NOT NULL DEFAULT 0,
+    notes TEXT NOT NULL DEFAULT '[]',
+    UNIQUE (assignment_id, learner_id)
+);
+CREATE TABLE submission_files (
+    submission_id INTEGER NOT NULL REFERENCES submissions(id) ON DELETE CASCADE,
+    notebook TEXT NOT NULL,
+    file_name TEXT NOT NULL,
+    sha256 TEXT NOT NULL,                        -- empty (and size -1) when imported, not hashed
+    size INTEGER NOT NULL,
+    PRIMARY KEY (submission_id, notebook)
+);
+
+CREATE TABLE results (
+    assignment_id INTEGER NOT NULL REFERENCES assignments(id),
+    learner_id INTEGER NOT NULL REFERENCES learners(id),
+    exercise TEXT NOT NULL,
+    notebook TEXT NOT NULL,
+    position INTEGER NOT NULL,                   -- the order of the learner's exercises
+    kind TEXT NOT NULL CHECK (kind IN ('auto', 'manual')),
+    status TEXT NOT NULL,
+    points REAL,                                 -- None: a written answer awaiting a person
+    max_points REAL NOT NULL,
+    diagnoses TEXT NOT NULL DEFAULT '[]',
+    detail TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (assignment_id, learner_id, exercise)
+);
+
+CREATE TABLE hand_grades (
+    assignment_id INTEGER NOT NULL REFERENCES assignments(id),
+    learner_id INTEGER NOT NULL REFERENCES learners(id),
+    exercise TEXT NOT NULL,
+    points REAL NOT NULL,
+    rubric TEXT NOT NULL DEFAULT '',
+    comment TEXT NOT NULL DEFAULT '',
+    answer_sha256 TEXT NOT NULL DEFAULT '',      -- the written answer graded: a resubmission shows as stale
+    graded_at TEXT NOT NULL,
+    command TEXT NOT NULL,
+    PRIMARY KEY (assignment_id, learner_id, exercise)
+);
+CREATE TABLE overrides (
+    assignment_id INTEGER NOT NULL REFERENCES assignments(id),
+    learner_id INTEGER NOT NULL REFERENCES learners(id),
+    exercise TEXT NOT NULL,
+    points REAL NOT NULL,
+    reason TEXT NOT NULL CHECK (length(trim(reason)) > 0),
+    at TEXT NOT NULL,
+    command TEXT NOT NULL,
+    PRIMARY KEY (assignment_id, learner_id, exercise)
+);
+CREATE TABLE extensions (
+    assignment_id INTEGER NOT NULL REFERENCES assignments(id),
+    learner_id INTEGER NOT NULL REFERENCES learners(id),
+    due_at TEXT NOT NULL,
+    reason TEXT NOT NULL CHECK (length(trim(reason)) > 0),
+    at TEXT NOT NULL,
+    command TEXT NOT NULL,
+    PRIMARY KEY (assignment_id, learner_id)
+);
+
+CREATE TABLE history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,        -- never reused: exports remember the last one they saw
+    at TEXT NOT NULL,
+    command TEXT NOT NULL,
+    what TEXT NOT NULL,                          -- learner, assignment, submission, result, hand_grade, ...
+    assignment_id INTEGER REFERENCES assignments(id),
+    learner_id INTEGER REFERENCES learners(id),
+    exercise TEXT,
+    old TEXT,                                    -- JSON, None for a new row
+    new TEXT,                                    -- JSON, None for a removed row
+    reason TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX history_by_learner ON history (learner_id, id);
+CREATE INDEX history_by_assignment ON history (assignment_id, id);
+CREATE TRIGGER history_no_update BEFORE UPDATE ON history
+BEGIN SELECT RAISE(ABORT, 'the history is append-only: its rows are never changed'); END;
+CREATE TRIGGER history_no_delete BEFORE DELETE ON history
+BEGIN SELECT RAISE(ABORT, 'the history is append-only: its rows are never deleted'); END;
+
+CREATE TABLE exports (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    assignment_id INTEGER REFERENCES assignments(id),
+    kind TEXT NOT NULL,                          -- grades.csv, lms-import.csv, feedback, ...
+    at TEXT NOT NULL,
+    command TEXT NOT NULL,
+    history_id INTEGER NOT NULL                  -- the newest history row the export reflects
+);
+"""
+
+
+class StoreFormatError(GradebookError, RuntimeError):
+    """The file is not a gradebook this version of lessonlib can read (the message says what to do)."""
+
+
+# MIGRATIONS[n] upgrades a gradebook of format n to format n + 1, inside one transaction.
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: dict[int, Migration] = {}
+
+
+def create(conn: sqlite3.Connection, now: str) -> None:
+    """Lay out an empty gradebook of the current format (the caller holds a transaction)."""
+    for statement in _statements(DDL):
+        conn.execute(statement)
+    conn.execute("INSERT INTO meta (name, value) VALUES ('format', ?), ('created_at', ?)", (str(FORMAT), now))
+
+
+def _statements(script: str) -> list[str]:
+    """The DDL split into statements (``executescript`` would commit the caller's transaction)."""
+    statements, current = [], ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    return [s for s in statements if s]
+
+
+def stored_format(conn: sqlite3.Connection) -> int | None:
+    """The format a gradebook says it has; None for an empty file."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables:
+        return None
+    if "meta" not in tables:
+        raise StoreFormatError("this SQLite file is not a lessonlib gradebook (it has no meta table); "
+                               "give the path of the course's gradebook.db, or a new path to start one")
+    row = conn.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
+    try:
+        return int(row[0])
+    except (TypeError, ValueError):
+        raise StoreFormatError(f"the gradebook's meta table holds no readable format ({row!r}); "
+                               "restore it from a backup") from None
+
+
+def check_format(found: int, path: Path) -> list[int]:
+    """The migration steps from ``found`` to FORMAT, or a StoreFormatError saying why there are none."""
+    if found > FORMAT:
+        raise StoreFormatError(f"{path} has gradebook format {found}, newer than this lessonlib's {FORMAT}: "
+                               "it was written by a later version; upgrade lessonlib (pip install -U lessonlib)")
+    missing = [n for n in range(found, FORMAT) if n not in MIGRATIONS]
+    if missing:
+        raise StoreFormatError(f"{path} has gradebook format {found} and this lessonlib reads format {FORMAT}, "
+                               f"but knows no upgrade from format {missing[0]}; open it with the lessonlib "
+                               "version that wrote it and export the grades")
+    return list(range(found, FORMAT))
+
+
+def backup_before_upgrade(path: Path, found: int) -> Path:
+    """Copy the gradebook aside (``gradebook.db.format1.bak``) before an upgrade changes it."""
+    target = path.with_name(f"{path.name}.format{found}.bak")
+    shutil.copy2(path, target)
+    return target
+
+
+def upgrade(conn: sqlite3.Connection, steps: list[int]) -> None:
+    """Run the migration steps in order (the caller holds a transaction) and record the new format."""
+    for n in steps:
+        MIGRATIONS[n](conn)
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'format'", (str(n + 1),))
