@@ -18,6 +18,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lessonlib.grading.sandbox import LEVELS
 
@@ -101,16 +102,34 @@ def add_exercises_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_grade(args: argparse.Namespace) -> int:
-    from lessonlib.grading import GradeSettings, GradingError, Interrupted, grade, write_gradebook
-    from lessonlib.grading.files import atomic_write_json, read_json
-    from lessonlib.grading.manual import MANUAL_FILE, ManualError, read_manual
-    from lessonlib.grading.progress import Progress
-    from lessonlib.grading.roster import RosterError, read_roster
+    from lessonlib.grading import GradeSettings, course, store
     from lessonlib.grading.safe_text import printable
 
     settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
                              workers=args.workers, seed=args.seed, isolation=args.isolation,
                              notebooks=args.notebooks)
+    try:
+        with course.open_course(settings.out, gradebook=args.gradebook, wait=args.wait) as gb:
+            return _grade_into(args, settings, gb)
+    except store.GradebookError as exc:
+        print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
+        return 2
+
+
+def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
+    """``lessonlib grade`` with the course gradebook ``gb`` open and locked."""
+    from dataclasses import replace
+
+    from lessonlib.grading import GradingError, Interrupted, course, grade, write_gradebook
+    from lessonlib.grading.files import atomic_write_json, read_json
+    from lessonlib.grading.manual import ManualError
+    from lessonlib.grading.progress import Progress
+    from lessonlib.grading.roster import RosterError, read_roster
+    from lessonlib.grading.safe_text import printable
+    from lessonlib.grading.submissions import assignment_courses
+
+    notebooks = [c.name for c in assignment_courses(settings.notebooks)]
+    settings = replace(settings, seed=course.seed_of(gb, settings.out, notebooks, settings.seed))
     roster = None
     remembered = settings.out / ".grading" / "roster.json"
     roster_path, assignment = args.roster, args.assignment
@@ -128,7 +147,8 @@ def _cmd_grade(args: argparse.Namespace) -> int:
             return 2
     progress = Progress(quiet=args.quiet)
     try:
-        batch = grade(args.submissions, settings, reporter=progress)
+        batch = grade(args.submissions, settings, reporter=progress, on_result=course.saver(gb, settings.out),
+                      rekey=course.rekey(gb))
     except GradingError as exc:
         progress.close()
         print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
@@ -140,27 +160,29 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         return 130
     progress.close()
     try:
-        marks = read_manual(settings.out / MANUAL_FILE, batch.results)
+        marks = course.apply_manual(gb, settings.out)
     except ManualError as exc:
         print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
         print("lessonlib grade: nothing was rewritten (every automatic grade is saved); correct manual.csv and "
               "run the same command again", file=sys.stderr)
         return 2
-    written = write_gradebook(settings.out, batch.results, batch.isolation, settings.limits(), settings.workers,
+    results = course.results(gb, settings.out)  # every learner of the assignment, from every run
+    written = write_gradebook(settings.out, results, batch.isolation, settings.limits(), settings.workers,
                               unattributed=batch.unattributed, roster=roster, marks=marks,
-                              notebooks=batch.notebooks, absent_zero=args.absent_zero)
+                              notebooks=batch.notebooks, absent_zero=args.absent_zero, applied=True)
     if roster is not None:
         atomic_write_json(remembered, {"roster": str(roster.path.resolve()), "assignment": assignment}, mode=0o600)
-    flagged = sum(len(res.flagged) for res in batch.results)
+    flagged = sum(len(res.flagged) for res in results)
     print(f"graded {batch.graded} learner(s) in {batch.seconds:.1f} s ({len(batch.results) - batch.graded} "
-          f"already saved); isolation: {batch.isolation.level}; {flagged} exercise(s) flagged for a look")
+          f"already saved; {len(results)} in the assignment {course.assignment_name(settings.out)!r}); "
+          f"isolation: {batch.isolation.level}; {flagged} exercise(s) flagged for a look")
     print(f"wrote {settings.out / 'grades.csv'}, summary.csv, grades.json, manual.csv, class-report.html (what the "
           f"class got wrong) and {len(written.feedback)} feedback file(s) in {settings.out / 'feedback'} "
           "(Markdown and HTML)")
     for path in written.uploads:
         print(f"wrote {path} (feedback to upload to the LMS; see the instructor's guide)")
     graded_by_hand = sum(m.points is not None for m in marks.values())
-    pending = sum(1 for res in batch.results for g in res.exercises if g.status == "needs_manual_grading")
+    pending = sum(1 for res in results for g in res.exercises if g.status == "needs_manual_grading")
     print(f"written answers: {graded_by_hand} graded in manual.csv, {max(pending - graded_by_hand, 0)} still to grade")
     for item in batch.unattributed:
         print(printable(f"not attributed to any learner: {item.path} ({item.reason})"), file=sys.stderr)
@@ -223,6 +245,11 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
     grade.add_argument("--absent-zero", action="store_true",
                        help="give roster learners with no submission 0 in lms-import.csv (default: leave their "
                             "grade in the LMS as it is)")
+    grade.add_argument("--gradebook", type=Path, metavar="FILE",
+                       help="the course gradebook, one SQLite file for every assignment of the course (default: "
+                            "gradebook.db beside DIR); DIR's folder name names the assignment")
+    grade.add_argument("--wait", action="store_true",
+                       help="when another grader holds the course gradebook, wait for it instead of stopping")
     grade.add_argument("--quiet", action="store_true", help="no progress display")
     grade.set_defaults(func=_cmd_grade)
 

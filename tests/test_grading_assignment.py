@@ -93,7 +93,7 @@ def test_one_notebook_is_the_whole_assignment_everywhere(tmp_path: Path, capsys:
     # a folder holds one assignment: another set of notebooks is refused, and nothing is rewritten
     grades = (out / "grades.csv").read_text()
     code, _, stderr = _grade(capsys, str(folder), "--out", str(out), "--notebooks", "01_scaling.ipynb")
-    assert code == 2 and "holds the grades of another assignment (02_masking.ipynb)" in stderr
+    assert code == 2 and "grades 02_masking.ipynb, not 01_scaling.ipynb" in stderr and "a new --out folder" in stderr
     assert (out / "grades.csv").read_text() == grades
 
 

@@ -194,7 +194,7 @@ def test_what_changed_since_an_export(gb: store.Gradebook) -> None:
 def test_the_seed_and_notebooks_of_an_assignment_are_kept(gb: store.Gradebook) -> None:
     with pytest.raises(store.StoreError, match="keeps the seed"):
         store.ensure_assignment(gb, "week2", NOTEBOOKS, seed=99)
-    with pytest.raises(store.StoreError, match="another assignment name"):
+    with pytest.raises(store.StoreError, match="give the other notebooks another assignment"):
         store.ensure_assignment(gb, "week2", ["03_position.ipynb"], seed=1234)
     with pytest.raises(sqlite3.IntegrityError, match="seed never changes"):
         gb.conn.execute("UPDATE assignments SET seed = 1")

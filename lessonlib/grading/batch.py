@@ -452,8 +452,13 @@ def _grade_and_save(batch: _Batch, learner: Learner, fingerprint: str, solo: boo
 
 
 def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporter: Reporter | None = None,
-          on_result: Callable[[r.LearnerResult], None] | None = None) -> BatchResult:
-    """Grade every learner found in ``submissions`` into ``settings.out`` (resuming where it stopped)."""
+          on_result: Callable[[r.LearnerResult, Learner], None] | None = None,
+          rekey: Callable[[list[Learner]], list[Learner]] | None = None) -> BatchResult:
+    """Grade every learner found in ``submissions`` into ``settings.out`` (resuming where it stopped).
+
+    ``rekey``: gives the found learners their keys (the course gradebook's stored ones) instead of
+    keys in arrival order. ``on_result``: called in this thread with each learner's result as soon
+    as it is known, saved ones included."""
     if settings.workers < 1:
         raise GradingError("--workers must be at least 1")
     if settings.timeout <= 0 or settings.memory_mb < 64:
@@ -467,6 +472,8 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     except FileNotFoundError as exc:
         raise GradingError(str(exc)) from None
     learners = [_assigned_only(learner, batch.courses) for learner in found.learners]
+    if rekey is not None:
+        learners = rekey(learners)
     if not learners:
         raise GradingError("no exercise notebooks found in the given submissions")
     fingerprints = {lr.key: _fingerprint(lr, batch.courses, batch.seed_digest) for lr in learners}
@@ -484,8 +491,11 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
             raise GradingError(str(exc)) from None
     done = [v for v in saved.values() if v is not None]
     reporter.start(total=len(learners), resumed=len(done), isolation=batch.isolation, settings=settings)
+    by_key = {lr.key: lr for lr in learners}
     for result in done:
         reporter.done(result, resumed=True)
+        if on_result is not None:
+            on_result(result, by_key[result.key])
     todo = [lr for lr in learners if saved[lr.key] is None]
     solo = [lr for lr in todo if "solo" in _load_suspects(batch.work / lr.key).values()]
     results = {k: v for k, v in saved.items() if v is not None}
@@ -494,7 +504,7 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         results[result.key] = result
         reporter.done(result)
         if on_result is not None:
-            on_result(result)
+            on_result(result, by_key[result.key])
 
     # Worker threads live until the pool shuts down: a worker dies with the thread that started
     # it (PR_SET_PDEATHSIG), so the pool is shut down only after every worker has ended.

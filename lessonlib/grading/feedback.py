@@ -200,6 +200,9 @@ def feedback_blocks(result: r.LearnerResult) -> list[Block]:
                   r.STATUS_WORDS.get(g.status, g.status)) for g in result.exercises)
     blocks: list[Block] = [Heading(1, spans(f"Feedback: {result.learner}")), Para(total),
                            Table(("notebook", "exercise", "points", "result"), rows)]
+    if result.late_note:
+        blocks.append(Para(spans("Late: ", Span(result.late_note, "strong"),
+                                 f" Total after the late policy: {_num(result.points)} / {_num(result.max_points)}.")))
     blocks += [Para(spans(f"Note: {note}")) for note in result.notes]
     for notebook in dict.fromkeys(g.notebook for g in result.exercises):
         blocks.append(Heading(2, spans(notebook)))

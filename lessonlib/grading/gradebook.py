@@ -145,17 +145,18 @@ class Written:
 def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits,
                     workers: int, *, unattributed: Sequence[Unattributed] = (), roster: Roster | None = None,
                     marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = (),
-                    absent_zero: bool = False) -> Written:
+                    absent_zero: bool = False, applied: bool = False) -> Written:
     """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied.
 
     ``notebooks`` is the assignment (empty: the whole course); totals count only its points.
     ``absent_zero``: roster learners with no submission get 0 in lms-import.csv (default: their
-    grade in the LMS is left as it is).
+    grade in the LMS is left as it is). ``applied``: ``results`` come from the course gradebook,
+    with the hand grades (and overrides) applied already; ``marks`` only fill manual.csv.
     """
     out = Path(out)
     marks = marks or {}
     max_points = assignment_max_points(notebooks)
-    graded = apply_marks(results, marks)
+    graded = list(results) if applied else apply_marks(results, marks)
     written = Written()
     summary = None
     roster_info = None

@@ -108,11 +108,14 @@ class LearnerResult:
     seconds: float = 0.0
     lms_id: str = ""  # the LMS's id for this learner (Canvas user id, Moodle participant id)
     late: bool = False  # the LMS marked the submission late
+    late_deducted: float = 0.0  # points the assignment's late policy took off the total
+    late_note: str = ""  # the late policy's sentence for this learner ("" when it changed nothing)
 
     @property
     def points(self) -> float:
-        """Every point earned: automatic checks, and written answers once graded by hand."""
-        return round(sum(e.points or 0.0 for e in self.exercises), 2)
+        """Every point earned (automatic checks, and written answers once graded by hand), less
+        what the late policy deducted."""
+        return round(sum(e.points or 0.0 for e in self.exercises) - self.late_deducted, 2)
 
     @property
     def max_points(self) -> float:

@@ -152,7 +152,9 @@ def learner_results(gradebook: Gradebook, assignment: str) -> list[r.LearnerResu
         results.append(r.LearnerResult(
             learner=sheet.name, key=sheet.key, fingerprint=sub["fingerprint"], isolation=sub["isolation"],
             graded_at=sub["graded_at"] or "", exercises=grades, notes=json.loads(sub["notes"]), files=files,
-            seconds=sub["seconds"], lms_id=sheet.lms_id, late=sheet.lms_late))
+            seconds=sub["seconds"], lms_id=sheet.lms_id, late=sheet.lms_late,
+            late_deducted=sheet.late.deducted if sheet.late else 0.0,
+            late_note=sheet.late.sentence if sheet.late and sheet.late.deducted else ""))
     return results
 
 

@@ -1,0 +1,116 @@
+"""An output folder and its course gradebook: where the database is, which assignment a folder
+is, and the files of an assignment written from the database.
+
+``lessonlib grade SUBMISSION... --out DIR`` grades one assignment, named after ``DIR`` (its folder
+name), into the course gradebook ``gradebook.db`` beside ``DIR`` (``--gradebook FILE`` names
+another): one database for every assignment of the course, so a course folder holding
+``grades-week2/`` and ``grades-week5/`` has one ``gradebook.db``. The run holds the gradebook's
+lock from start to end (a second grader stops, naming the first, or waits with ``--wait``).
+
+Every file in ``DIR`` (grades.csv, summary.csv, grades.json, manual.csv, feedback, the LMS files,
+the class report) is written from the database and covers every learner of the assignment, from
+every run into it: a late-submissions folder graded into ``DIR`` adds its learners and rewrites
+the files for all of them. Hand grades from manual.csv, overrides, extensions and the late
+policy are decisions recorded in the database, each with a history row.
+
+An output folder graded before the gradebook existed (``DIR/.grading/state.json``) is imported
+the first time it is graded again, with its seed, saved results and manual.csv.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from lessonlib.grading import records as r
+from lessonlib.grading import store
+from lessonlib.grading.files import read_json
+from lessonlib.grading.manual import MANUAL_FILE, Mark, read_manual
+from lessonlib.grading.submissions import Learner
+
+GRADEBOOK_FILE = "gradebook.db"
+
+
+def gradebook_path(out: Path, given: Path | None = None) -> Path:
+    """The course gradebook of output folder ``out``: ``given``, else ``gradebook.db`` beside ``out``."""
+    return Path(given) if given is not None else Path(out).resolve().parent / GRADEBOOK_FILE
+
+
+def assignment_name(out: Path) -> str:
+    """The assignment an output folder holds: the folder's own name."""
+    return Path(out).resolve().name
+
+
+def command_line(argv: Sequence[str] | None = None) -> str:
+    """The command as typed, for the lock and every history row."""
+    return shlex.join(["lessonlib", *(sys.argv[1:] if argv is None else argv)])
+
+
+@contextmanager
+def open_course(out: Path, *, gradebook: Path | None = None, command: str = "", wait: bool = False,
+                lock: bool = True) -> Iterator[store.Gradebook]:
+    """The course gradebook of ``out``, locked for this command (``lock=False``: read only). An output
+    folder graded before the gradebook existed is imported into it first."""
+    with store.open_gradebook(gradebook_path(out, gradebook), command or command_line(), lock=lock,
+                              wait=wait) as gb:
+        if lock and _unimported(gb, out):
+            store.import_output_folder(gb, out, assignment=assignment_name(out))
+        yield gb
+
+
+def _unimported(gb: store.Gradebook, out: Path) -> bool:
+    """``out`` holds grades of the file-based grader that the gradebook does not have yet."""
+    if not (Path(out) / ".grading" / "state.json").is_file():
+        return False
+    try:
+        store.get_assignment(gb, assignment_name(out))
+    except store.StoreError:
+        return True
+    return False
+
+
+def seed_of(gb: store.Gradebook, out: Path, notebooks: Sequence[str], requested: int | None) -> int:
+    """The assignment's secret seed: the stored one, else ``requested``, else drawn now and stored."""
+    return store.ensure_assignment(gb, assignment_name(out), list(notebooks), seed=requested).seed
+
+
+def rekey(gb: store.Gradebook) -> Callable[[list[Learner]], list[Learner]]:
+    """Stored keys for the learners a run found: a key once given never changes or moves."""
+    return lambda learners: store.assign_stored_keys(gb, learners)
+
+
+def saver(gb: store.Gradebook, out: Path) -> Callable[[r.LearnerResult, Learner], None]:
+    """Saves one learner's result, with its submission, in one transaction; a result the gradebook
+    already holds (the same fingerprint: the same files and seed) is not written again."""
+    name = assignment_name(out)
+
+    def save(result: r.LearnerResult, learner: Learner) -> None:
+        if not result.fingerprint or store.saved_fingerprint(gb, name, result.key) != result.fingerprint:
+            store.save_learner_result(gb, name, learner, result)
+    return save
+
+
+def apply_manual(gb: store.Gradebook, out: Path) -> dict[tuple[str, str], Mark]:
+    """manual.csv's marks recorded as hand grades (each change with a history row). Raises
+    ManualError, naming every bad line, before anything is recorded."""
+    name = assignment_name(out)
+    marks = read_manual(Path(out) / MANUAL_FILE, store.learner_results(gb, name))
+    with gb.transaction():
+        for (key, exercise), mark in marks.items():
+            store.set_hand_grade(gb, name, key, exercise, mark.points, rubric=mark.rubric, comment=mark.comment)
+    return marks
+
+
+def results(gb: store.Gradebook, out: Path) -> list[r.LearnerResult]:
+    """Every learner of the assignment, from every run, with hand grades, overrides and the late
+    policy applied."""
+    return store.learner_results(gb, assignment_name(out))
+
+
+def recorded_isolation(out: Path) -> dict | None:
+    """The isolation that grades.json recorded (for a command that writes files without grading)."""
+    data = read_json(Path(out) / "grades.json")
+    return data.get("isolation") if isinstance(data, dict) else None
