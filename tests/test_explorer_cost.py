@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 import lessonlib as L
@@ -34,7 +35,7 @@ def test_doubling_n_quadruples_the_bytes_and_dtype_scales_them():
 
 def test_memory_sizes_are_the_stated_capacities():
     assert dict(cost.MEMORY_SIZES) == {
-        "32 MiB cache": 32 * 1024**2, "16 GiB laptop": 16 * 1024**3, "80 GB accelerator": 80 * 10**9,
+        "32 MiB cache": 32 * 1024**2, "16 GiB laptop": 16 * 1024**3, "80 GiB accelerator": 80 * 2**30,
     }
 
 
@@ -80,7 +81,7 @@ def test_describe_is_deterministic_and_names_the_numbers():
     text = cost.describe(r)
     assert text == cost.describe(predicted(s))
     assert f"{r.score_bytes:,} B" in text and "1.0 GiB" in text
-    assert "fits in: 16 GiB laptop, 80 GB accelerator; too big for: 32 MiB cache" in text
+    assert "fits in: 16 GiB laptop, 80 GiB accelerator; too big for: 32 MiB cache" in text
     # the readout never shows measured numbers, so measuring does not change it
     measured = cost.compute(replace(s, dtype="float32", max_measured_n=64), cache={})
     assert cost.describe(measured) == cost.describe(predicted(replace(s, dtype="float32")))
@@ -136,3 +137,17 @@ def test_figure_draws_without_widgets():
         assert figure_png(figure.draw(cost.compute(s, cache={}))).startswith(b"\x89PNG")
     r = cost.compute(cost.Settings(max_measured_n=128), cache={}, new_points=2)
     assert figure_png(figure.draw(r)).startswith(b"\x89PNG")
+
+
+def test_time_and_memory_reports_the_timed_calls():
+    calls = []
+
+    def work():
+        calls.append(1)
+        return np.ones((64, 64)) @ np.ones((64, 64))
+
+    timing = cost.time_and_memory(work, repeat=3)
+    assert len(calls) == 5  # one warm-up, three timed, one traced
+    assert 0 <= timing.fastest_cpu_seconds <= timing.cpu_seconds
+    assert timing.wall_seconds > 0
+    assert timing.peak_bytes >= 64 * 64 * 8

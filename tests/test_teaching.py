@@ -248,24 +248,54 @@ def test_no_model_answer_where_a_learner_reads(folder):
 
 # --- one set of times -------------------------------------------------------------------------
 
-MAP_ROW = re.compile(r"^\|\s*\[`(\d\d_\w+)`\]\([^)]*\)\s*\|\s*([^|]+?)\s*\|\s*(\d+) min / (\d+) min\s*\|", re.M)
-GUIDE_ROW = re.compile(r"^\|\s*`notebooks/(\d\d_\w+)`\s*\|\s*([^|]+?)\s*\|\s*(\d+) min / (\d+) min\s*\|", re.M)
+TIMES_CELL = r"(\d+)-(\d+) min / (?:(\d+)-(\d+) min|no Going deeper)"
+MAP_ROW = re.compile(r"^\|\s*\[`(\d\d_\w+)`\]\([^)]*\)\s*\|\s*([^|]+?)\s*\|\s*" + TIMES_CELL + r"\s*\|", re.M)
+GUIDE_ROW = re.compile(r"^\|\s*`notebooks/(\d\d_\w+)`\s*\|\s*([^|]+?)\s*\|\s*" + TIMES_CELL + r"\s*\|", re.M)
+
+Span = tuple[int, int]
 
 
-def _map_times() -> dict[str, tuple[int, int]]:
-    return {m[1]: (int(m[3]), int(m[4])) for m in MAP_ROW.finditer(_markdown("00_start_here"))}
+def _spans(match: re.Match, first: int) -> tuple[Span, Span | None]:
+    """(core range, full range or None) from the groups of a times cell that start at ``first``."""
+    core = (int(match[first]), int(match[first + 1]))
+    full = None if match[first + 2] is None else (int(match[first + 2]), int(match[first + 3]))
+    return core, full
 
 
-def _guide_times() -> dict[str, tuple[int, int]]:
+def _map_times() -> dict[str, tuple[Span, Span | None]]:
+    return {m[1]: _spans(m, 3) for m in MAP_ROW.finditer(_markdown("00_start_here"))}
+
+
+def _guide_times() -> dict[str, tuple[Span, Span | None]]:
     text = (ROOT / "docs" / "instructor-guide.md").read_text(encoding="utf-8")
-    return {m[1]: (int(m[3]), int(m[4])) for m in GUIDE_ROW.finditer(text)}
+    return {m[1]: _spans(m, 3) for m in GUIDE_ROW.finditer(text)}
 
 
-def _header_times(name: str) -> tuple[int, int] | None:
+def _header_times(name: str) -> tuple[Span, Span | None] | None:
     for cell in _cells(name)[:3]:
         if cell["cell_type"] == "markdown" and (match := rt.TIME_PATTERN.search(_source(cell))):
-            return int(match[1]), int(match[2])
+            return _spans(match, 1)
     return None
+
+
+def test_code_is_weighed_by_length_and_difficulty():
+    one_line = rt.code_weight("print(1)")
+    nested = "\n".join(["def pairs(n):", "    out = []", "    for i in range(n):", "        for j in range(i):",
+                        "            out.append((i, j))", "    return out", "", "# a comment", "import numpy as np",
+                        "print(len(pairs(4)))"])
+    weight = rt.code_weight(nested)
+    assert (one_line.lines, one_line.loops, one_line.functions, one_line.new_names) == (1, 0, 0, 0)
+    assert (weight.lines, weight.loops, weight.nesting, weight.functions) == (7, 2, 1, 1)
+    assert weight.new_names == 4  # pairs, out, i, j (an import is free)
+    assert weight.minutes > 3 * one_line.minutes
+    known = {"pairs", "out", "i", "j"}
+    assert rt.code_weight(nested, known).new_names == 0
+
+
+def test_a_time_is_a_range_from_the_estimate_to_a_fifth_more():
+    assert rt.time_range(100) == (100, 120)
+    assert rt.time_range(12) == (10, 15)
+    assert rt.hour_range(450) == "7.5-9 h"
 
 
 def test_map_and_guide_list_every_lesson_with_the_same_times():
@@ -283,9 +313,9 @@ def test_header_states_the_computed_times(name):
     header = _header_times(name)
     times = rt.measure(NOTEBOOKS / f"{name}.ipynb")
     assert header is not None, f"{name}: no header line of the form {rt.TIME_LINE!r}"
-    assert header == (times.core_minutes, times.full_minutes), (
-        f"{name}: the header says {header}, tools/reading_times.py computes "
-        f"{(times.core_minutes, times.full_minutes)}; write {times.time_line!r}"
+    computed = (times.core_range, times.full_range if times.has_going_deeper else None)
+    assert header == computed, (
+        f"{name}: the header says {header}, tools/reading_times.py computes {computed}; write {times.time_line!r}"
     )
     guide = _guide_times()[name]
     assert guide == header, f"{name}: the instructor guide says {guide}, the header {header}"

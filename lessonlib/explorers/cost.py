@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -24,12 +25,12 @@ from lessonlib.attention import scaled_dot_product_attention
 from lessonlib.cost import Measurement, dtype_bytes, measure, score_matrix_bytes
 from lessonlib.plots import LogBarPanel, LogLinesPanel, PartialRedraw, new_figure, pin_layout
 
-# Memory sizes a learner can picture: name and capacity in bytes. A cache or a laptop is sold
-# in binary units (MiB, GiB); an accelerator's "80 GB" is read here as 80 * 10**9 bytes.
+# Memory sizes a learner can picture: name and capacity in bytes, all in binary units. An
+# accelerator sold as "80 GB" carries 80 GiB of memory (80 * 2**30 bytes).
 MEMORY_SIZES: tuple[tuple[str, int], ...] = (
     ("32 MiB cache", 32 * 2**20),
     ("16 GiB laptop", 16 * 2**30),
-    ("80 GB accelerator", 80 * 10**9),
+    ("80 GiB accelerator", 80 * 2**30),
 )
 N_CHOICES = tuple(2**k for k in range(8, 18))  # 256 .. 131072
 HEAD_CHOICES = (1, 2, 4, 8, 16, 32, 64)
@@ -122,6 +123,30 @@ class CpuClock:
         out = self.fn()
         self.seconds.append(time.process_time() - start)
         return out
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One function timed on this machine: wall and CPU time of the timed calls, and peak memory."""
+
+    wall_seconds: float  # median wall-clock time of the timed calls
+    cpu_seconds: float  # median CPU time of the same calls, summed over the process's threads
+    fastest_cpu_seconds: float  # the shortest of those CPU times: the steadiest measure of work
+    peak_bytes: int  # peak traced allocation of one more call
+    cores_per_call: tuple[float, ...]  # CPU / wall time of each timed call: how many cores worked on it
+
+
+def time_and_memory(fn: Callable[[], object], *, repeat: int = 3) -> Timing:
+    """Time ``fn()`` with BLAS held to one thread: one warm-up call, ``repeat`` timed calls, one traced call.
+
+    :func:`lessonlib.measure` does the timing and the tracing; :class:`CpuClock` adds each call's CPU time.
+    """
+    clock = CpuClock(fn)
+    with one_blas_thread():
+        measured = measure(clock, repeat=repeat)
+    timed = clock.seconds[1:1 + repeat]  # the warm-up call comes first and the traced call last
+    cores = tuple(cpu / wall for cpu, wall in zip(timed, measured.times))
+    return Timing(measured.median_seconds, statistics.median(timed), min(timed), measured.peak_bytes, cores)
 
 
 def dense_attention_measurement(n: int, dtype: str = "float32", d_head: int = 32, *, seed: int = 0,
