@@ -56,6 +56,7 @@ def gb(tmp_path: Path) -> store.Gradebook:
             store.record_result(gradebook, assignment, r.LearnerResult(
                 name, keys[name], f"fp-{name}-{assignment}", "bubblewrap", "2026-03-02T10:00:00+00:00",
                 exercises=[r.ExerciseGrade.from_dict(g.to_dict()) for g in grades]))
+    store.register(gradebook, "fay")  # in the course, nothing handed in
     yield gradebook
     gradebook.close()
 
@@ -83,6 +84,7 @@ def test_who_needs_help_gives_reasons_in_words(gb: store.Gradebook) -> None:
     hostile = next(ln.key for ln in summary.learners if ln.name == HOSTILE)
     assert why[hostile] == ["no submission to week5"]
     assert why["ben"] == []
+    assert why["fay"] == ["no submission to week2, week5"]
 
 
 def test_the_page_renders_alone_and_escapes_names(gb: store.Gradebook, tmp_path: Path) -> None:

@@ -122,10 +122,12 @@ class TermSummary:
         return reasons
 
 
-def term_summary(totals: Sequence[object], results: Mapping[str, Sequence[r.LearnerResult]]) -> TermSummary:
+def term_summary(totals: Sequence[object], results: Mapping[str, Sequence[r.LearnerResult]], *,
+                 everyone: Mapping[str, str] | None = None) -> TermSummary:
     """From ``store.term_results`` (rows with key, name, assignment, points, max_points, pending) and
-    each assignment's ``store.learner_results``, in the order of ``results``."""
-    learners: dict[str, Learner] = {}
+    each assignment's ``store.learner_results``, in the order of ``results``; ``everyone`` (key -> name)
+    adds the learners of the course who handed in nothing yet."""
+    learners: dict[str, Learner] = {key: Learner(key, name) for key, name in (everyone or {}).items()}
     for row in totals:
         ln = learners.setdefault(row.key, Learner(row.key, row.name))
         ln.totals[row.assignment] = (row.points, row.max_points)
@@ -246,7 +248,8 @@ def term_report_from(gradebook: object) -> TermSummary:
     from lessonlib.grading import store
 
     names = [row[0] for row in gradebook.conn.execute("SELECT name FROM assignments ORDER BY name")]
-    return term_summary(store.term_results(gradebook), {a: store.learner_results(gradebook, a) for a in names})
+    return term_summary(store.term_results(gradebook), {a: store.learner_results(gradebook, a) for a in names},
+                        everyone={ln.key: ln.name for ln in store.all_learners(gradebook)})
 
 
 def write_term_report(path: Path, gradebook: object, *, low: float = LOW) -> Path:
