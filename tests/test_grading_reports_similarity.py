@@ -89,6 +89,8 @@ def test_a_copy_between_learners_is_found_and_honest_answers_are_not(matches: tu
     assert flagged == {frozenset(p) for p in (("learner0", "learner1"), ("learner0", "learner4"),
                                                 ("learner1", "learner4"))}
     assert all(m.exercise == "masked_softmax" for m in pairs)  # the identical stubs of the rest: boilerplate
+    [(exercise, members)] = similarity.groups(pairs)
+    assert exercise == "masked_softmax" and len(members) == 3 and "ann (learner0)" in members
 
 
 def test_a_copy_of_the_solution_is_found(matches: tuple[list, list]) -> None:

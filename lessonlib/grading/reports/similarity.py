@@ -48,6 +48,7 @@ REPORT = "similarity-report.html"
 NOISE, GUARANTEE = 12, 18  # copydetect's noise and guarantee thresholds, in tokens (its defaults: 25, 30)
 THRESHOLD = 0.8  # of an answer found in the other
 MIN_COPIED = 40  # tokens in common, for a pair of learners
+SIDE_BY_SIDE = 60  # pairs shown in full; the table lists every one
 MARK = "background:#fff3a3;font-weight:700;text-decoration:underline"
 
 
@@ -195,6 +196,24 @@ def _pair_html(m: Match) -> str:
             "</div></section>")
 
 
+def groups(pairs: Sequence[Match]) -> list[tuple[str, list[str]]]:
+    """Per exercise, the learners linked by flagged pairs (three or more), largest first."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def root(x: tuple[str, str]) -> tuple[str, str]:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for m in pairs:
+        parent[root((m.exercise, m.left))] = root((m.exercise, m.right))
+    found: dict[tuple[str, str], list[str]] = {}
+    for x in list(parent):
+        found.setdefault(root(x), []).append(x[1])
+    linked = [(top[0], sorted(members)) for top, members in found.items() if len(members) >= 3]
+    return sorted(linked, key=lambda g: (-len(g[1]), g[0]))
+
+
 def similarity_report_html(pairs: Sequence[Match], copies: Sequence[Match], *, answers: int,
                            threshold: float = THRESHOLD) -> str:
     """The whole page (see the module's docstring)."""
@@ -213,10 +232,19 @@ def similarity_report_html(pairs: Sequence[Match], copies: Sequence[Match], *, a
     if summary:
         body.append(table("Every flagged match, most similar first", ("exercise", "answer", "found in", "share"),
                           summary))
-    body.append(f"<h2>Between learners ({len(pairs)})</h2>")
-    body += [_pair_html(m) for m in pairs] or ["<p>No two learners' answers to one exercise are near-identical.</p>"]
-    body.append(f"<h2>From the course's own code ({len(copies)})</h2>")
-    body += [_pair_html(m) for m in copies] or ["<p>No answer was found in the course's own code.</p>"]
+    linked = groups(pairs)
+    if linked:
+        body.append("<h2>Groups sharing one answer</h2><ul>" + "".join(
+            f"<li>{esc(exercise)}, {len(members)} learners: {esc('; '.join(members))}</li>"
+            for exercise, members in linked) + "</ul>")
+    for title, found, none in ((f"Between learners ({len(pairs)})", pairs,
+                                "No two learners' answers to one exercise are near-identical."),
+                               (f"From the course's own code ({len(copies)})", copies,
+                                "No answer was found in the course's own code.")):
+        body.append(f"<h2>{title}</h2>")
+        body += [_pair_html(m) for m in found[:SIDE_BY_SIDE]] or [f"<p>{none}</p>"]
+        if len(found) > SIDE_BY_SIDE:
+            body.append(f"<p>{len(found) - SIDE_BY_SIDE} more, shown in the table above only.</p>")
     return document("Similarity report", body)
 
 
