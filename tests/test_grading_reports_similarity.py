@@ -142,3 +142,25 @@ def test_marked_slices_escape_and_merge() -> None:
     shown = similarity.marked("a<b>c</textarea>", [(1, 4), (3, 6)])
     assert shown.startswith("a<mark") and "&lt;b&gt;c" in shown and "</textarea>" not in shown
     assert shown.count("<mark") == 1
+
+
+def test_identical_files_from_the_gradebook_across_runs(tmp_path: Path) -> None:
+    from lessonlib.grading import store
+
+    released = EXERCISES / "02_masking.ipynb"
+    copied = tmp_path / "copied.ipynb"
+    copied.write_text(released.read_text(encoding="utf-8").replace("raise NotImplementedError", "return None"))
+    own = tmp_path / "own.ipynb"
+    own.write_text(copied.read_text(encoding="utf-8") + " ")
+    with store.open_gradebook(tmp_path / "gradebook.db", "lessonlib grade run 1") as gb:
+        store.ensure_assignment(gb, "week2", ["02_masking.ipynb"], seed=2)
+        for name, path in (("ann", copied), ("ben", own), ("cat", released), ("dan", released)):
+            key = store.register(gb, name).key
+            store.record_submission(gb, "week2", key, [store.SubmittedFile.of("02_masking.ipynb", path)])
+    with store.open_gradebook(tmp_path / "gradebook.db", "lessonlib grade run 2") as gb:  # a late folder
+        key = store.register(gb, "eve").key
+        store.record_submission(gb, "week2", key, [store.SubmittedFile.of("02_masking.ipynb", copied)])
+        found = similarity.identical_files(gb, "week2", given=[released])
+    assert [(i.notebook, i.learners) for i in found] == [("02_masking.ipynb", ("ann (ann)", "eve (eve)"))]
+    page = similarity.similarity_report_html([], [], answers=0, identical=found)
+    assert "ann (ann); eve (eve)" in assert_alone(page).words

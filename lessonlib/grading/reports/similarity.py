@@ -21,8 +21,13 @@ The page renders alone (inline style, no script), every answer escaped, the copi
 (``<mark>``, bold and underlined as well as shaded). The grading commands call::
 
     from lessonlib.grading.reports import similarity
-    similarity.write_similarity_report(path, learners, course=None, stubs=None)
+    similarity.write_similarity_report(path, learners, course=None, stubs=None,
+                                       identical=similarity.identical_files(gradebook, assignment))
     # learners: the submissions.Learner list of the run (name, key, files by course notebook)
+
+The answers are read from the run's notebooks (the gradebook keeps their hashes, not their text),
+so answers are compared within one run; ``identical_files`` adds, from the gradebook, every
+notebook file handed in byte for byte by two learners in any run of the assignment.
 """
 
 from __future__ import annotations
@@ -196,6 +201,34 @@ def _pair_html(m: Match) -> str:
             "</div></section>")
 
 
+@dataclass(frozen=True)
+class Identical:
+    """One notebook file handed in byte for byte by several learners (the gradebook's hashes)."""
+
+    assignment: str
+    notebook: str
+    learners: tuple[str, ...]  # "Name (key)"
+
+
+def identical_files(gradebook: object, assignment: str, *, given: Sequence[Path] = ()) -> list[Identical]:
+    """Files of ``assignment`` with one sha256 for two or more learners, whichever run graded them;
+    files identical to one of ``given`` (the released notebooks: handed in untouched) are left out."""
+    import hashlib
+
+    untouched = {hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in given}
+    rows = gradebook.conn.execute(
+        "SELECT f.notebook, f.sha256, l.key, l.name FROM submission_files f "
+        "JOIN submissions s ON s.id = f.submission_id JOIN learners l ON l.id = s.learner_id "
+        "JOIN assignments a ON a.id = s.assignment_id WHERE a.name = ? AND f.sha256 != '' "
+        "ORDER BY f.notebook, l.key", (assignment,))
+    found: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        if row["sha256"] not in untouched:
+            found.setdefault((row["notebook"], row["sha256"]), []).append(f"{row['name']} ({row['key']})")
+    return [Identical(assignment, notebook, tuple(who)) for (notebook, _), who in sorted(found.items())
+            if len(who) >= 2]
+
+
 def groups(pairs: Sequence[Match]) -> list[tuple[str, list[str]]]:
     """Per exercise, the learners linked by flagged pairs (three or more), largest first."""
     parent: dict[tuple[str, str], tuple[str, str]] = {}
@@ -215,7 +248,7 @@ def groups(pairs: Sequence[Match]) -> list[tuple[str, list[str]]]:
 
 
 def similarity_report_html(pairs: Sequence[Match], copies: Sequence[Match], *, answers: int,
-                           threshold: float = THRESHOLD) -> str:
+                           threshold: float = THRESHOLD, identical: Sequence[Identical] = ()) -> str:
     """The whole page (see the module's docstring)."""
     summary = [f'<tr><th scope="row">{esc(m.exercise)}</th><td>{esc(m.left)}</td><td>{esc(m.right)}</td>'
                f"<td>{max(m.left_share, m.right_share):.0%}</td></tr>" for m in [*pairs, *copies]]
@@ -232,6 +265,11 @@ def similarity_report_html(pairs: Sequence[Match], copies: Sequence[Match], *, a
     if summary:
         body.append(table("Every flagged match, most similar first", ("exercise", "answer", "found in", "share"),
                           summary))
+    if identical:
+        body.append("<h2>Identical files</h2><p>The same file, byte for byte, handed in by several learners "
+                    "(from the gradebook, across every grading run of the assignment):</p><ul>" + "".join(
+                        f"<li>{esc(i.assignment)}, {esc(i.notebook)}: {esc('; '.join(i.learners))}</li>"
+                        for i in identical) + "</ul>")
     linked = groups(pairs)
     if linked:
         body.append("<h2>Groups sharing one answer</h2><ul>" + "".join(
@@ -249,16 +287,18 @@ def similarity_report_html(pairs: Sequence[Match], copies: Sequence[Match], *, a
 
 
 def write_similarity_report(path: Path, learners: Sequence[Learner], *, course: Sequence[CourseFile] | None = None,
-                            stubs: Sequence[str] | None = None, threshold: float = THRESHOLD) -> Path:
+                            stubs: Sequence[str] | None = None, threshold: float = THRESHOLD,
+                            identical: Sequence[Identical] = ()) -> Path:
     """Compare every learner's answers and write the page to ``path`` (a file, or a folder to hold
     similarity-report.html); returns the file's path. ``course``: the course's code (default: the
     checkout's notebooks, solutions and lessonlib); ``stubs``: what learners were given (default: the
-    checkout's exercise notebooks)."""
+    checkout's exercise notebooks); ``identical``: from :func:`identical_files`, listed first."""
     answers = learner_answers(learners)
     pairs, copies = find_matches(answers, course_files() if course is None else course,
                                  exercise_stubs() if stubs is None else stubs, threshold=threshold)
     path = Path(path)
     if path.is_dir():
         path = path / REPORT
-    atomic_write_text(path, similarity_report_html(pairs, copies, answers=len(answers), threshold=threshold))
+    atomic_write_text(path, similarity_report_html(pairs, copies, answers=len(answers), threshold=threshold,
+                                                   identical=identical))
     return path
