@@ -11,7 +11,7 @@ What the grading commands call::
 
     marking.write_marking_pages(out, results, solutions=None, show_names=False)
     term.write_term_report(path, gradebook)
-    similarity.write_similarity_report(path, submissions, course=None)
+    similarity.write_similarity_report(path, learners, identical=similarity.identical_files(gradebook, assignment))
 
 :mod:`page` holds what the pages share (the document, escaping, figures); :mod:`course` finds
 the course's own material (model answers, lesson and solutions notebooks, lessonlib's code).
