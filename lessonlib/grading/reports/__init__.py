@@ -1,0 +1,18 @@
+"""The instructor's reports, each one HTML page (or folder of pages) that renders alone.
+
+- :mod:`marking`: a marking page per written question, anonymised by default, with a key file;
+  manual.csv's answer column; a written question in Gradescope's output as a manual question.
+- :mod:`term`: across the course's assignments, the misconceptions that persist per learner and
+  per class, the sections to reteach, and who needs help.
+- :mod:`similarity`: near-identical answers between learners and answers copied from the course's
+  own code, per exercise answer cell, side by side (copydetect's winnowing).
+
+What the grading commands call::
+
+    marking.write_marking_pages(out, results, solutions=None, show_names=False)
+    term.write_term_report(path, gradebook)
+    similarity.write_similarity_report(path, learners, identical=similarity.identical_files(gradebook, assignment))
+
+:mod:`page` holds what the pages share (the document, escaping, figures); :mod:`course` finds
+the course's own material (model answers, lesson and solutions notebooks, lessonlib's code).
+"""

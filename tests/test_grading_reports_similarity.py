@@ -1,0 +1,166 @@
+"""similarity-report.html: a verbatim copy between two learners and a copy of the solution are
+flagged, side by side; two honest independent answers and the stubs every learner was given are not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from grading_submissions import EXERCISES, notebook, write_learner
+from report_pages import HOSTILE_ANSWER, assert_alone
+
+from lessonlib.grading.reports import similarity
+from lessonlib.grading.reports.course import course_files, exercise_stubs
+from lessonlib.grading.submissions import Learner
+
+HEADER = '''def masked_softmax(scores, allowed):
+    """Softmax over the last axis with disallowed keys excluded first; empty rows all zero.
+
+    scores (..., S); allowed boolean, broadcastable to scores, True = may be attended to.
+    """
+'''
+LOOPS = HEADER + '''    scores = np.asarray(scores, dtype=float)
+    allowed = np.broadcast_to(allowed, scores.shape)
+    result = np.zeros_like(scores)
+    for index in np.ndindex(scores.shape[:-1]):
+        keep = allowed[index]
+        if keep.any():
+            row = scores[index][keep]
+            weights = np.exp(row - row.max())
+            result[index][keep] = weights / weights.sum()
+    return result
+'''
+# LOOPS again, its names changed and a comment added: the same answer
+LOOPS_RENAMED = HEADER + '''    s = np.asarray(scores, dtype=float)
+    a = np.broadcast_to(allowed, s.shape)
+    out = np.zeros_like(s)  # the answer
+    for i in np.ndindex(s.shape[:-1]):
+        k = a[i]
+        if k.any():  # only rows that have a key
+            r = s[i][k]
+            w = np.exp(r - r.max())
+            out[i][k] = w / w.sum()
+    return out
+'''
+CLIPPED = HEADER + '''    ok = np.asarray(allowed, dtype=bool)
+    top = np.max(np.where(ok, scores, -1e300), axis=-1, keepdims=True)
+    expo = np.exp(np.clip(scores - top, -700.0, 0.0)) * ok
+    denom = expo.sum(-1, keepdims=True)
+    denom[denom == 0] = 1.0
+    return expo / denom
+'''
+SOLUTION_COPY = HEADER + '''    masked = np.where(allowed, scores, -np.inf)
+    row_max = masked.max(axis=-1, keepdims=True)
+    row_max = np.where(np.isneginf(row_max), 0.0, row_max)
+    e = np.exp(masked - row_max)
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+'''
+ANSWERS = {"ann": LOOPS, "ben": LOOPS_RENAMED, "cat": CLIPPED, "dan": SOLUTION_COPY,
+           HOSTILE_ANSWER: "# " + HOSTILE_ANSWER + "\n" + LOOPS}
+
+
+@pytest.fixture(scope="module")
+def learners(tmp_path_factory: pytest.TempPathFactory) -> list[Learner]:
+    root = tmp_path_factory.mktemp("submissions")
+    found = []
+    for n, (name, code) in enumerate(ANSWERS.items()):
+        key = f"learner{n}"
+        folder = write_learner(root / key, {"02_masking.ipynb": notebook(
+            "02_masking.ipynb", answers={"masked_softmax": code}, source=EXERCISES)})
+        found.append(Learner(name, key, {"02_masking.ipynb": folder / "02_masking.ipynb"}))
+    return found
+
+
+@pytest.fixture(scope="module")
+def matches(learners: list[Learner]) -> tuple[list, list]:
+    answers = similarity.learner_answers(learners)
+    return similarity.find_matches(answers, course_files(), exercise_stubs())
+
+
+def _pairs(found: list) -> set[frozenset[str]]:
+    return {frozenset((m.left.split(" (")[-1], m.right.split(" (")[-1])) for m in found}
+
+
+def test_a_copy_between_learners_is_found_and_honest_answers_are_not(matches: tuple[list, list]) -> None:
+    pairs, _ = matches
+    flagged = {frozenset(k.rstrip(")") for k in p) for p in _pairs(pairs)}
+    # ann, ben and the hostile name hand in the same loops (renamed, commented): every pair of them
+    assert flagged == {frozenset(p) for p in (("learner0", "learner1"), ("learner0", "learner4"),
+                                                ("learner1", "learner4"))}
+    assert all(m.exercise == "masked_softmax" for m in pairs)  # the identical stubs of the rest: boilerplate
+    [(exercise, members)] = similarity.groups(pairs)
+    assert exercise == "masked_softmax" and len(members) == 3 and "ann (learner0)" in members
+
+
+def test_a_copy_of_the_solution_is_found(matches: tuple[list, list]) -> None:
+    _, copies = matches
+    by_learner = {m.left.split(" (")[-1].rstrip(")"): m for m in copies}
+    assert "learner3" in by_learner  # dan pasted the solution
+    assert by_learner["learner3"].right.startswith("solutions/02_masking.ipynb")
+    assert by_learner["learner3"].left_share >= similarity.THRESHOLD
+    assert "learner2" not in by_learner and "learner0" not in by_learner  # honest answers
+
+
+def test_the_page_renders_alone_side_by_side_and_escaped(learners: list[Learner], tmp_path: Path) -> None:
+    ours = [f for f in course_files() if not f.label.startswith("lessonlib/")]  # the notebooks: quicker
+    path = similarity.write_similarity_report(tmp_path, learners, course=ours)
+    assert path == tmp_path / similarity.REPORT
+    text = path.read_text(encoding="utf-8")
+    page = assert_alone(text)
+    words = page.words
+    assert "Flagged for a look, never a penalty by itself." in words
+    assert HOSTILE_ANSWER in words and "<script>alert" not in text  # in the name and in the code
+    assert len(page.all("mark")) >= 2
+    assert "weights / weights.sum()" in words and "w / w.sum()" in words  # side by side
+    assert "solutions/02_masking.ipynb, cell masked-softmax-answer" in words
+
+
+WRITTEN = ("Attention weights say how much of each value entered one head's mix. They do not say what that mix "
+           "then did: later layers, the residual stream and the output projection all stand between them, so a "
+           "large weight on a key can have no effect on the decision once the other values are the same.")
+OTHER = ("A heatmap is a picture of one layer and one head for one query. To claim a cause, you would have to "
+         "intervene, removing a token and measuring how the prediction moves, which the weights alone never do.")
+
+
+def test_written_answers_copied_word_for_word_are_found(tmp_path: Path) -> None:
+    from lessonlib.exercises import MANUAL_QUESTIONS
+
+    question = MANUAL_QUESTIONS["q2_attention_not_causal"]
+    learners = []
+    for key, text in (("wa", WRITTEN), ("wb", WRITTEN.replace("Attention", "The attention")), ("wc", OTHER)):
+        nb = notebook(question.notebook, source=EXERCISES)
+        next(c for c in nb.cells if c.get("id") == question.cell_id).source = text
+        folder = write_learner(tmp_path / key, {question.notebook: nb})
+        learners.append(Learner(key.upper(), key, {question.notebook: folder / question.notebook}))
+    pairs, copies = similarity.find_matches(similarity.learner_answers(learners), [], exercise_stubs())
+    assert [(m.exercise, m.left, m.right) for m in pairs] == [(question.name, "WA (wa)", "WB (wb)")]
+    assert copies == []
+
+
+def test_marked_slices_escape_and_merge() -> None:
+    shown = similarity.marked("a<b>c</textarea>", [(1, 4), (3, 6)])
+    assert shown.startswith("a<mark") and "&lt;b&gt;c" in shown and "</textarea>" not in shown
+    assert shown.count("<mark") == 1
+
+
+def test_identical_files_from_the_gradebook_across_runs(tmp_path: Path) -> None:
+    from lessonlib.grading import store
+
+    released = EXERCISES / "02_masking.ipynb"
+    copied = tmp_path / "copied.ipynb"
+    copied.write_text(released.read_text(encoding="utf-8").replace("raise NotImplementedError", "return None"))
+    own = tmp_path / "own.ipynb"
+    own.write_text(copied.read_text(encoding="utf-8") + " ")
+    with store.open_gradebook(tmp_path / "gradebook.db", "lessonlib grade run 1") as gb:
+        store.ensure_assignment(gb, "week2", ["02_masking.ipynb"], seed=2)
+        for name, path in (("ann", copied), ("ben", own), ("cat", released), ("dan", released)):
+            key = store.register(gb, name).key
+            store.record_submission(gb, "week2", key, [store.SubmittedFile.of("02_masking.ipynb", path)])
+    with store.open_gradebook(tmp_path / "gradebook.db", "lessonlib grade run 2") as gb:  # a late folder
+        key = store.register(gb, "eve").key
+        store.record_submission(gb, "week2", key, [store.SubmittedFile.of("02_masking.ipynb", copied)])
+        found = similarity.identical_files(gb, "week2", given=[released])
+    assert [(i.notebook, i.learners) for i in found] == [("02_masking.ipynb", ("ann (ann)", "eve (eve)"))]
+    page = similarity.similarity_report_html([], [], answers=0, identical=found)
+    assert "ann (ann); eve (eve)" in assert_alone(page).words
