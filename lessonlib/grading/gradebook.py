@@ -29,6 +29,7 @@ from lessonlib.grading.feedback_html import feedback_html
 from lessonlib.grading.files import atomic_write_json, atomic_write_text
 from lessonlib.grading.lms import Unattributed
 from lessonlib.grading.manual import Mark, apply_marks, write_manual
+from lessonlib.grading.reports.marking import write_marking_pages
 from lessonlib.grading.roster import Matched, Roster, match, write_lms_import
 from lessonlib.grading.safe_text import csv_row
 from lessonlib.grading.sandbox import Isolation, Limits
@@ -188,6 +189,7 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         written.paths.append(out / name)
     written.paths.append(write_manual(out, graded, marks))
     written.paths.append(write_class_report(out, graded, absent=written.missing))
+    written.paths += write_marking_pages(out, graded)
     atomic_write_json(out / "grades.json", gradebook_json(graded, isolation, limits, workers,
                                                           unattributed=unattributed, roster=roster_info,
                                                           notebooks=notebooks))

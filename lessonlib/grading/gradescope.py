@@ -41,6 +41,7 @@ from lessonlib.grading import records as r
 from lessonlib.grading.batch import GradeSettings, GradingError, grade, new_seed
 from lessonlib.grading.feedback import Para, exercise_blocks, markdown_lines, spans
 from lessonlib.grading.files import atomic_write_bytes, atomic_write_json
+from lessonlib.grading.reports import marking
 from lessonlib.grading.submissions import assignment_courses
 from lessonlib.grading.wheel import WheelError, build_wheel
 
@@ -175,10 +176,7 @@ def _tests(grades: list[r.ExerciseGrade], hidden_visibility: str) -> list[dict[s
     tests = []
     for g in grades:
         name = f"{g.notebook.removesuffix('.ipynb')}: {g.exercise}"
-        if g.kind == "manual":
-            tests.append({"name": f"{name} (written answer, graded by hand)", "score": 0, "max_score": 0,
-                          "output": "This written answer is graded by hand; it has no automatic points.",
-                          "visibility": "visible"})
+        if g.kind == "manual":  # a question of the assignment's outline, graded in Gradescope: not a test
             continue
         output = "\n".join(markdown_lines(exercise_blocks(g, hidden=False))).strip()
         if not g.hidden_total:
@@ -280,6 +278,7 @@ def run_autograder(root: Path, *, timeout: float = 10.0, memory_mb: int = 1024, 
               f"Automatic checks, public cases: {shown:g} points; the hidden cases' points are "
               f"{'shown after the due date' if visibility == 'after_due_date' else 'not shown here'}."]
     output += [f"Note: {note}" for note in skipped + result.notes]
+    output += marking.gradescope_written(grades)
     data = {
         **({} if hides else {"score": score}),  # while hidden parts are hidden, Gradescope adds up the tests
         "output": _summary(output),

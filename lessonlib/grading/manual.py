@@ -26,6 +26,7 @@ from pathlib import Path
 
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_text
+from lessonlib.grading.reports import marking
 from lessonlib.grading.safe_text import csv_row, csv_value
 
 MANUAL_FILE = "manual.csv"
@@ -147,8 +148,8 @@ def manual_rows(results: Sequence[r.LearnerResult], marks: dict[tuple[str, str],
 def write_manual(out: Path, results: Sequence[r.LearnerResult], marks: dict[tuple[str, str], Mark]) -> Path:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(MANUAL_COLUMNS)
-    writer.writerows(csv_row(row) for row in manual_rows(results, marks))
+    writer.writerow(MANUAL_COLUMNS + (marking.ANSWER_COLUMN,))  # the answer, to read beside the points
+    writer.writerows(csv_row(row) for row in marking.with_answers(manual_rows(results, marks), results))
     path = Path(out) / MANUAL_FILE
     atomic_write_text(path, buffer.getvalue())
     return path

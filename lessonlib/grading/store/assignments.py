@@ -77,8 +77,8 @@ def ensure_assignment(gradebook: Gradebook, name: str, notebooks: Sequence[str],
         else:
             if json.loads(row["notebooks"]) != list(notebooks):
                 raise StoreError(f"the assignment {name!r} grades {', '.join(json.loads(row['notebooks']))}, not "
-                                 f"{', '.join(notebooks)}; give the other notebooks another assignment (with `lessonlib grade`, "
-                                 "a new --out folder: its name names the assignment)")
+                                 f"{', '.join(notebooks)}; give the other notebooks another assignment (with "
+                                 "`lessonlib grade`, a new --out folder: its name names the assignment)")
             if seed is not None and int(row["seed"]) != int(seed):
                 raise StoreError(f"the assignment {name!r} keeps the seed it was first graded with; leave the seed "
                                  "out to use it, or grade under another assignment name")
