@@ -196,6 +196,13 @@ def learner_history(gradebook: Gradebook, learner_key: str) -> list[Change]:
     return [_change(row) for row in gradebook.conn.execute(_HISTORY + "WHERE h.learner_id = ? ORDER BY h.id", (lid,))]
 
 
+def assignment_history(gradebook: Gradebook, assignment: str) -> list[Change]:
+    """Everything recorded about one assignment (its learners' results, marks and decisions), oldest first."""
+    info = get_assignment(gradebook, assignment)
+    return [_change(row) for row in gradebook.conn.execute(_HISTORY + "WHERE h.assignment_id = ? ORDER BY h.id",
+                                                           (info.id,))]
+
+
 @dataclass(frozen=True)
 class TermRow:
     """One learner's result in one assignment, for a term report."""
