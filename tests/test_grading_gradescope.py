@@ -22,7 +22,7 @@ from grading_submissions import CORRECT_MASKED_SOFTMAX, WRONG_PADDING, masking, 
 from markdown_view import shown
 
 from lessonlib import cli
-from lessonlib.exercises import EXERCISES
+from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
 from lessonlib.grading import gradescope, sandbox
 from lessonlib.grading.gradescope import GradescopeError, assignment, read_assignment
 
@@ -124,7 +124,9 @@ def test_run_autograder_writes_results_json(tmp_path: Path) -> None:
     assert "02_masking: padding_mask (hidden cases)" in tests and "03_position: apply_rope (hidden cases)" not in tests
     assert sum(t["max_score"] for t in results["tests"]) == pytest.approx(sum(
         e.points for e in EXERCISES.values()))  # the parts of each exercise add up to its points
-    assert any("graded by hand" in t["name"] for t in results["tests"])
+    # a written question is a question of Gradescope's outline, graded there by hand: not a test
+    assert not any(q in t["name"] for q in MANUAL_QUESTIONS for t in results["tests"])
+    assert "graded by hand" in results["output"]
 
 
 def test_two_runs_of_one_submission_give_the_same_score_for_the_assignment_only(tmp_path: Path) -> None:

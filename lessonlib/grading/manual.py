@@ -76,8 +76,7 @@ def read_manual(path: Path, results: Sequence[r.LearnerResult]) -> dict[tuple[st
     learners = {res.key: res for res in results}
     marks: dict[tuple[str, str], Mark] = {}
     problems: list[str] = []
-    for raw in reader:
-        line = reader.line_num
+    for line, raw in enumerate(reader, start=2):  # the row as a spreadsheet numbers it (answers span lines)
         row = {k: csv_value(v) if isinstance(v, str) else v for k, v in raw.items()}  # as written: see safe_text
         learner, exercise = (row.get("learner") or "").strip(), (row.get("exercise") or "").strip()
         result = learners.get(learner)
