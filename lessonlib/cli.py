@@ -148,7 +148,8 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         return 2
     written = write_gradebook(settings.out, batch.results, batch.isolation, settings.limits(), settings.workers,
                               unattributed=batch.unattributed, roster=roster, marks=marks,
-                              notebooks=batch.notebooks, absent_zero=args.absent_zero)
+                              notebooks=batch.notebooks, absent_zero=args.absent_zero,
+                              partial_grades=args.partial_grades)
     if roster is not None:
         atomic_write_json(remembered, {"roster": str(roster.path.resolve()), "assignment": assignment}, mode=0o600)
     flagged = sum(len(res.flagged) for res in batch.results)
@@ -223,6 +224,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
     grade.add_argument("--absent-zero", action="store_true",
                        help="give roster learners with no submission 0 in lms-import.csv (default: leave their "
                             "grade in the LMS as it is)")
+    grade.add_argument("--partial-grades", action="store_true",
+                       help="give learners whose written answers are still to grade their points so far in "
+                            "lms-import.csv (default: no grade until the hand grading is done)")
     grade.add_argument("--quiet", action="store_true", help="no progress display")
     grade.set_defaults(func=_cmd_grade)
 

@@ -145,12 +145,13 @@ class Written:
 def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits,
                     workers: int, *, unattributed: Sequence[Unattributed] = (), roster: Roster | None = None,
                     marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = (),
-                    absent_zero: bool = False) -> Written:
+                    absent_zero: bool = False, partial_grades: bool = False) -> Written:
     """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied.
 
     ``notebooks`` is the assignment (empty: the whole course); totals count only its points.
     ``absent_zero``: roster learners with no submission get 0 in lms-import.csv (default: their
-    grade in the LMS is left as it is).
+    grade in the LMS is left as it is). ``partial_grades``: learners with written answers still to
+    grade get their points so far in lms-import.csv (default: no grade until hand grading is done).
     """
     out = Path(out)
     marks = marks or {}
@@ -163,7 +164,8 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         matched = match(roster, graded)
         written.missing = [roster.learner_name(row) for row in matched.missing]
         written.not_in_roster = [res.key for res in matched.not_in_roster]
-        path, written.warnings = write_lms_import(out, roster, matched, max_points, absent_zero=absent_zero)
+        path, written.warnings = write_lms_import(out, roster, matched, max_points, absent_zero=absent_zero,
+                                                  partial=partial_grades)
         written.paths.append(path)
         graded = _roster_names(graded, matched, roster)
         summary = [[_missing_key(roster, row), roster.learner_name(row), "0", _num(max_points), "0.0", "", "0", "",
