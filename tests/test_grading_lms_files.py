@@ -17,7 +17,18 @@ from pathlib import Path
 import pytest
 
 from lessonlib.grading import records as r
-from lessonlib.grading.roster import RosterError, lms_import_text, match, read_roster, write_lms_import
+from lessonlib.grading.gradebook import write_gradebook
+from lessonlib.grading.roster import (
+    LATE_NOTE,
+    RosterError,
+    lms_import_text,
+    mark_late,
+    match,
+    read_roster,
+    write_lms_import,
+)
+from lessonlib.grading.sandbox import Isolation, Limits
+from lessonlib.grading.submissions import Learner
 
 CANVAS_HEADER = "Student,ID,SIS User ID,SIS Login ID,Section,Attention homework (98765),Current Score\n"
 
@@ -188,3 +199,22 @@ def test_pending_written_answers_leave_the_canvas_row_out_unless_asked(tmp_path:
     rows = _rows(lms_import_text(roster, matched, 6, partial=True))
     assert [(row["ID"], row["Attention homework (98765)"]) for row in rows] == [("", "6"), ("340934", "2"),
                                                                                ("412233", "4")]
+
+
+# --- Moodle's late status ------------------------------------------------------------------------------
+
+
+def test_moodle_s_late_status_reaches_the_learner_and_the_summary(tmp_path: Path) -> None:
+    header, participant, late = WORKSHEETS["de"]
+    path = tmp_path / "worksheet.csv"
+    path.write_text(header + "\n" + f'{participant} 1001,Bob Smith,bob@example.org,{late},,"100,00",Ja,-,-,\n'
+                    f'{participant} 1002,Amy Jones,amy@example.org,Zur Bewertung abgegeben,,"100,00",Ja,-,-,\n')
+    roster = read_roster(path, None)
+    bob, amy = Learner("Bob Smith", "bob", lms_id="1001"), Learner("Amy Jones", "amy", lms_id="1002")
+    assert mark_late([bob, amy], roster) == [bob]  # before: Moodle's late status was ignored
+    assert bob.late and not amy.late and LATE_NOTE in bob.notes
+    results = [_result("Bob_Smith_1001", "1001", 4), _result("Amy_Jones_1002", "1002", 4)]
+    write_gradebook(tmp_path / "out", results, Isolation("bubblewrap", "s"), Limits(cpu_seconds=2), 1, roster=roster)
+    with open(tmp_path / "out" / "summary.csv", newline="", encoding="utf-8") as f:
+        notes = {row["lms_id"]: row["notes"] for row in csv.DictReader(f)}
+    assert notes == {"1001": "late", "1002": ""}

@@ -117,9 +117,12 @@ def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, lim
 
 
 def _roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster) -> list[r.LearnerResult]:
-    """Each matched learner under the roster's name (their key stays), so every file names them alike."""
+    """Each matched learner under the roster's name (their key stays), so every file names them alike;
+    late when the roster says so (Moodle's Status column)."""
     names = {res.key: roster.learner_name(row).strip() for row, res in matched.pairs if res is not None}
-    return [replace(res, learner=names.get(res.key) or res.learner) for res in results]
+    late = {res.key for row, res in matched.pairs if res is not None and roster.is_late(row)}
+    return [replace(res, learner=names.get(res.key) or res.learner, late=res.late or res.key in late)
+            for res in results]
 
 
 def _missing_key(roster: Roster, row: dict[str, str]) -> str:

@@ -70,6 +70,7 @@ from lessonlib.grading.lms_locale import (
     sniff_delimiter,
 )
 from lessonlib.grading.safe_text import csv_row, csv_value
+from lessonlib.grading.submissions import Learner
 
 LMS_IMPORT = "lms-import.csv"
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
@@ -188,6 +189,20 @@ def read_roster(path: Path, assignment: str | None) -> Roster:
     found = f"; of a Moodle worksheet's columns it has {known} only" if columns else ""
     raise RosterError(f"{path}: not a roster this grader knows; {_columns_message()}; its columns are: {shown}"
                       f"{found}")
+
+
+LATE_NOTE = "The LMS marks this submission late."
+
+
+def mark_late(learners: Sequence[Learner], roster: Roster) -> list[Learner]:
+    """Set ``late`` on every learner the roster marks late (Moodle's Status column), with the same note
+    Canvas's ``_LATE`` gives; returns the learners changed."""
+    late = roster.late_ids()
+    changed = [lr for lr in learners if lr.lms_id and lr.lms_id in late and not lr.late]
+    for learner in changed:
+        learner.late = True
+        learner.notes.append(LATE_NOTE)
+    return changed
 
 
 @dataclass
