@@ -207,3 +207,14 @@ def test_grading_the_download_zip_finds_its_learners_and_flags_a_wrong_notebook(
     assert all(g["status"] == r.PASSED for g in learners["jonesamy_412233"]["exercises"])
     summary = (out / "summary.csv").read_text()
     assert "wrong_notebook" in summary
+
+
+def test_files_unpacked_from_a_zip_keep_their_times_for_the_newest_file_rule(tmp_path: Path) -> None:
+    archive = tmp_path / "submissions.zip"
+    with zipfile.ZipFile(archive, "w") as zf:  # the newer file first: the order in the zip decides nothing
+        zf.writestr(zipfile.ZipInfo("smithbob_340934_208490101_my_masking.ipynb", (2026, 3, 2, 10, 0, 0)),
+                    _nb("02_masking.ipynb"))
+        zf.writestr(zipfile.ZipInfo("smithbob_340934_208490100_02_masking.ipynb", (2026, 3, 1, 10, 0, 0)),
+                    _nb("02_masking.ipynb", source=EXERCISES))
+    (bob,) = find_learners([archive], COURSES, unpack_to=tmp_path / "unpacked").learners
+    assert bob.files["02_masking.ipynb"].name == "smithbob_340934_208490101_my_masking.ipynb"

@@ -9,15 +9,18 @@ trusted:
 - the sizes are capped before anything is written (MAX_UNPACKED_BYTES in all, MAX_ENTRIES
   entries), and again while writing, since an entry's declared size may lie (a zip bomb);
 - it is unpacked into a fresh folder the grader owns (inside the output folder, which learner
-  code never sees), never next to the zip.
+  code never sees), never next to the zip; each file keeps the time the zip gives it, which
+  decides between two versions of a notebook that carry no resubmission number.
 
 A zip that breaks any of these is refused as a whole, with a message naming the entry.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
+import time
 import zipfile
 from pathlib import Path, PurePosixPath
 
@@ -81,6 +84,8 @@ def unpack(archive: Path, destination: Path) -> Path:
                             raise DownloadError(f"{archive}: the entry {info.filename!r} unpacks to more than it "
                                                 "declares (a zip bomb?); the zip is refused")
                         sink.write(chunk)
+                when = time.mktime((*info.date_time, 0, 0, -1))  # the file's own time: "the newest file" rule
+                os.utime(target, (when, when))
     except DownloadError:
         shutil.rmtree(destination, ignore_errors=True)
         raise
