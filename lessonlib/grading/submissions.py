@@ -565,7 +565,11 @@ def folder_entries(folder: Path, depth: int = MAX_DEPTH) -> list[Path]:
     """Every entry of a learner's folder, and of the folders in it down to ``depth`` levels, in a
     stable order. Links and hidden folders are listed, never entered (they get a note)."""
     found = []
-    for path in sorted(folder.iterdir()):
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:  # a folder the grader may not read: listed, so that it gets a note
+        return [folder]
+    for path in entries:
         real_dir = path.is_dir() and not path.is_symlink()
         if real_dir and depth > 0 and not path.name.startswith(".") and path.name not in SKIPPED_FOLDERS:
             inside = folder_entries(path, depth - 1)
