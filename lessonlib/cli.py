@@ -171,7 +171,8 @@ def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
     results = course.results(gb, settings.out)  # every learner of the assignment, from every run
     written = write_gradebook(settings.out, results, batch.isolation, settings.limits(), settings.workers,
                               unattributed=batch.unattributed, roster=roster, marks=marks,
-                              notebooks=batch.notebooks, absent_zero=args.absent_zero, applied=True)
+                              notebooks=batch.notebooks, absent_zero=args.absent_zero, applied=True,
+                              partial_grades=args.partial_grades)
     if roster is not None:
         atomic_write_json(remembered, {"roster": str(roster.path.resolve()), "assignment": assignment}, mode=0o600)
     flagged = sum(len(res.flagged) for res in results)
@@ -252,6 +253,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
                             "gradebook.db beside DIR); DIR's folder name names the assignment")
     grade.add_argument("--wait", action="store_true",
                        help="when another grader holds the course gradebook, wait for it instead of stopping")
+    grade.add_argument("--partial-grades", action="store_true",
+                       help="give learners whose written answers are still to grade their points so far in "
+                            "lms-import.csv (default: no grade until the hand grading is done)")
     grade.add_argument("--quiet", action="store_true", help="no progress display")
     grade.set_defaults(func=_cmd_grade)
 

@@ -73,7 +73,10 @@ def test_one_notebook_is_the_whole_assignment_everywhere(tmp_path: Path, capsys:
     assert {e["notebook"] for e in data["exercises"]} == {MASKING}
     assert all(lr["max_points"] == MASKING_POINTS for lr in data["learners"])
     lms = _rows(out / "lms-import.csv")
-    assert lms[0]["Student"].strip() == "Points Possible" and float(lms[0]["Week 2 (1001)"]) == MASKING_POINTS
+    assert lms[0]["Student"].strip() == "Points Possible" and float(lms[0]["Week 2 (1001)"]) == 32  # Canvas's, kept
+    points = {lr["key"]: lr["points"] for lr in data["learners"]}  # and the grades scaled to it
+    assert {row["ID"]: float(row["Week 2 (1001)"]) for row in lms[1:]} == \
+        {i: pytest.approx(round(points[key] * 32 / MASKING_POINTS, 2)) for i, key in (("11", "ann"), ("12", "bo"))}
 
     ann = (out / "feedback" / "ann.md").read_text()
     assert "Not part of this assignment, so not graded: 01_scaling.ipynb." in shown(ann)

@@ -220,8 +220,13 @@ def test_canvas_batch_with_roster_and_manual_round_trip(tmp_path: Path, capsys: 
     assert [row["notes"].split(":")[0] for row in _csv_rows(out / "summary.csv")
             if row["learner"] == "(unattributed)"] == [str(folder / "README.txt"), str(folder / "notebook.ipynb")]
     lms = _csv_rows(out / "lms-import.csv")
-    assert [row["ID"] for row in lms] == ["", "340934", "412233"]  # Carl, absent, keeps his grade in Canvas
-    assert float(lms[1]["Attention homework (98765)"]) == bob["points"]
+    # Carl, absent, keeps his grade in Canvas; Amy's written answer is still to grade: no grade for her yet
+    assert [row["ID"] for row in lms] == ["", "340934"]
+    assert "1 learner(s) have written answers still to grade by hand" in stdout
+    total = data["max_points"]  # the course's points; Canvas's column is worth 20: scaled, and said
+    assert lms[0]["Attention homework (98765)"] == "20"
+    assert f"scales every grade to 20 (points x 20 / {total:g})" in stdout
+    assert float(lms[1]["Attention homework (98765)"]) == pytest.approx(round(bob["points"] * 20 / total, 2))
     assert (out / "feedback" / "smithbob_340934.html").read_text().startswith("<!DOCTYPE html>")
     with zipfile.ZipFile(out / "feedback" / "canvas-reupload.zip") as archive:  # Canvas's Re-Upload Submissions
         names = sorted(archive.namelist())
@@ -274,7 +279,7 @@ def test_canvas_batch_with_roster_and_manual_round_trip(tmp_path: Path, capsys: 
                for row in _csv_rows(out / "grades.csv") if row["learner"] == key)
     lms_id = next(lr["lms_id"] for lr in after["learners"] if lr["key"] == key)
     lms = {row["ID"]: row for row in _csv_rows(out / "lms-import.csv")}
-    assert float(lms[lms_id]["Attention homework (98765)"]) == pytest.approx(points[key])
+    assert float(lms[lms_id]["Attention homework (98765)"]) == pytest.approx(round(points[key] * 20 / total, 2))
     assert _csv_rows(out / "manual.csv")[0]["comment"] == "Good: say what an ablation would show."  # kept
 
 

@@ -29,6 +29,7 @@ class Status(str, Enum):
     NEEDS_MANUAL = "needs_manual_grading"  # a written answer, for a person to grade
     GRADED_BY_HAND = "graded_by_hand"  # a written answer once its points are given in manual.csv
     NOT_SUBMITTED = "not_submitted"  # no such notebook handed in
+    WRONG_NOTEBOOK = "wrong_notebook"  # not handed in; a notebook the assignment does not grade was, instead
     MALFORMED = "malformed"  # the notebook file could not be read as a notebook
     TOO_LONG = "too_long"  # the notebook holds more code than the grader analyses
     MISSING_ANSWER = "missing_answer"  # the answer cell was deleted, or no longer defines the function

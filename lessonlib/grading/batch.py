@@ -41,7 +41,7 @@ from lessonlib.grading import cgroups, sandbox, wire
 from lessonlib.grading import records as r
 from lessonlib.grading.assess import TaskResult, assess, manual_grade, read_results
 from lessonlib.grading.files import atomic_write_json, read_json
-from lessonlib.grading.lms import Unattributed, find_learners
+from lessonlib.grading.lms import DownloadError, Unattributed, find_learners
 from lessonlib.grading.submissions import (
     MAX_NOTEBOOK_BYTES,
     CourseNotebook,
@@ -367,7 +367,7 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bo
     manual: list[r.ExerciseGrade] = []
     for course in batch.courses:
         path = learner.files.get(course.name)
-        notebook_plans, answers = plan_notebook(course, read_notebook(path) if path else None)
+        notebook_plans, answers = plan_notebook(course, read_notebook(path) if path else None, instead=learner.instead)
         plans += notebook_plans
         manual += [manual_grade(a) for a in answers]
     runnable = [p for p in plans if p.status is None]
@@ -468,8 +468,8 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     paths = [Path(s) for s in submissions]
     batch = _make_batch(paths, settings)
     try:
-        found = find_learners(paths, course_notebooks())  # every notebook is recognised, then sorted out
-    except FileNotFoundError as exc:
+        found = find_learners(paths, course_notebooks(), unpack_to=batch.state / "unpacked")  # a .zip is unpacked
+    except (FileNotFoundError, DownloadError) as exc:
         raise GradingError(str(exc)) from None
     learners = [_assigned_only(learner, batch.courses) for learner in found.learners]
     if rekey is not None:
@@ -543,6 +543,7 @@ def _assigned_only(learner: Learner, courses: Sequence[CourseNotebook]) -> Learn
     if other:
         learner.files = {k: v for k, v in learner.files.items() if k in assigned}
         learner.notes.append(unassigned_note(other))
+        learner.instead += other
     return learner
 
 

@@ -118,9 +118,12 @@ def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, lim
 
 
 def _roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster) -> list[r.LearnerResult]:
-    """Each matched learner under the roster's name (their key stays), so every file names them alike."""
+    """Each matched learner under the roster's name (their key stays), so every file names them alike;
+    late when the roster says so (Moodle's Status column)."""
     names = {res.key: roster.learner_name(row).strip() for row, res in matched.pairs if res is not None}
-    return [replace(res, learner=names.get(res.key) or res.learner) for res in results]
+    late = {res.key for row, res in matched.pairs if res is not None and roster.is_late(row)}
+    return [replace(res, learner=names.get(res.key) or res.learner, late=res.late or res.key in late)
+            for res in results]
 
 
 def _missing_key(roster: Roster, row: dict[str, str]) -> str:
@@ -146,13 +149,15 @@ class Written:
 def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits,
                     workers: int, *, unattributed: Sequence[Unattributed] = (), roster: Roster | None = None,
                     marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = (),
-                    absent_zero: bool = False, applied: bool = False) -> Written:
+                    absent_zero: bool = False, partial_grades: bool = False, applied: bool = False) -> Written:
     """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied.
 
     ``notebooks`` is the assignment (empty: the whole course); totals count only its points.
     ``absent_zero``: roster learners with no submission get 0 in lms-import.csv (default: their
-    grade in the LMS is left as it is). ``applied``: ``results`` come from the course gradebook,
-    with the hand grades (and overrides) applied already; ``marks`` only fill manual.csv.
+    grade in the LMS is left as it is). ``partial_grades``: learners with written answers still to
+    grade get their points so far in lms-import.csv (default: no grade until hand grading is done).
+    ``applied``: ``results`` come from the course gradebook, with the hand grades (and overrides)
+    applied already; ``marks`` only fill manual.csv.
     """
     out = Path(out)
     marks = marks or {}
@@ -165,7 +170,8 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         matched = match(roster, graded)
         written.missing = [roster.learner_name(row) for row in matched.missing]
         written.not_in_roster = [res.key for res in matched.not_in_roster]
-        path, written.warnings = write_lms_import(out, roster, matched, max_points, absent_zero=absent_zero)
+        path, written.warnings = write_lms_import(out, roster, matched, max_points, absent_zero=absent_zero,
+                                                  partial=partial_grades)
         written.paths.append(path)
         graded = _roster_names(graded, matched, roster)
         summary = [[_missing_key(roster, row), roster.learner_name(row), "0", _num(max_points), "0.0", "", "0", "",

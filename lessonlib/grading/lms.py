@@ -5,10 +5,18 @@ Canvas (Assignments, "Download Submissions") gives one folder of files named::
     name[_LATE]_userid_submissionid_originalname[-N].ipynb
     smithbob_LATE_340934_208490284_01_scaling-1.ipynb
 
-``-N`` is Canvas's mark on the N-th resubmission of a file with the same name: the highest N is
-graded and the feedback says which. Moodle ("Download all submissions") gives one folder per
-learner, ``Full Name_participantid_assignsubmission_file_/original.ipynb`` (or, with folders
-turned off, files named ``Full Name_participantid_assignsubmission_file_original.ipynb``).
+``-N`` is Canvas's mark on the N-th resubmission of a file with the same name. Moodle ("Download
+all submissions") gives one folder per learner, ``Full Name_participantid_assignsubmission_file_/
+original.ipynb`` (or, with folders turned off, files named ``Full Name_participantid_assignsubmission_
+file_original.ipynb``); a file handed in again under the same name becomes ``original (1).ipynb``.
+Notebooks in the folders of a learner's folder are found too.
+
+One rule for both LMSs picks the notebook graded when a learner handed in several for one
+exercise notebook: the highest resubmission number (Canvas's ``-N``, Moodle's `` (N)``), else the
+newest file. The feedback names every file and the one graded.
+
+The download's ``.zip`` itself may be given: it is unpacked into the grader's folder (``unzip.py``)
+when the caller says where, else refused with a message saying to unzip it.
 
 Learners are keyed on the LMS id (the Canvas user id, the Moodle participant id), never on the
 name, so one learner's files stay together whatever they are called. A file that follows neither
@@ -29,15 +37,20 @@ from lessonlib.grading.submissions import (
     add_notebook,
     assign_keys,
     discover,
+    folder_entries,
     link_note,
     match_course,
+    same_names,
     skipped_note,
+    unrecognised,
 )
+from lessonlib.grading.unzip import DownloadError, unpack
 
 CANVAS_FILE = re.compile(r"^(?P<name>[^_]+)(?P<late>_LATE)?_(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?$")
 MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<file>.+)$")
-RESUBMISSION = re.compile(r"^(?P<base>.+)-(?P<n>\d+)$")
+RESUBMISSION = re.compile(r"^(?P<base>.+?)(?:-(?P<n>\d+)| \((?P<copy>\d+)\))$")  # Canvas -N, Moodle " (N)"
+RULE = "the highest resubmission number, else the newest file"
 
 
 @dataclass(frozen=True)
@@ -83,7 +96,15 @@ def layout(folder: Path) -> str | None:
 class _Version:
     path: Path
     original: str  # the learner's own file name, without the resubmission mark
-    number: int  # 0 for the first submission, N for "-N"
+    number: int  # 0 for the first submission, N for "-N" or " (N)"
+
+    def rank(self) -> tuple[int, float, str]:
+        """The order of :data:`RULE`: resubmission number, then file time (then name, to be stable)."""
+        try:
+            mtime = self.path.lstat().st_mtime
+        except OSError:
+            mtime = 0.0
+        return self.number, mtime, self.path.name
 
 
 @dataclass
@@ -98,7 +119,7 @@ def _version(stem: str, courses: Sequence[CourseNotebook]) -> tuple[str, int]:
     match = RESUBMISSION.match(stem)
     if match is None or any(c.stem == stem for c in courses):
         return stem, 0
-    return match["base"], int(match["n"])
+    return match["base"], int(match["n"] or match["copy"])
 
 
 def _attribute(entries: dict[str, _Entry], lms_id: str, name: str, path: Path, original: str,
@@ -113,24 +134,23 @@ def _attribute(entries: dict[str, _Entry], lms_id: str, name: str, path: Path, o
     stem, number = _version(Path(original).stem, courses)
     course = match_course(path, courses, stem)
     if course is None:
-        learner.notes.append(f"{path.name} is not one of the exercise notebooks; it was not graded.")
+        unrecognised(learner, path)
         return
     entry.versions.setdefault(course.name, []).append(_Version(path, f"{stem}.ipynb", number))
 
 
 def _settle(entry: _Entry, courses: Sequence[CourseNotebook]) -> Learner:
-    """Pick the latest resubmission of each notebook and say so in the learner's notes."""
+    """Pick one notebook per exercise notebook by :data:`RULE` and say so in the learner's notes."""
     learner = entry.learner
     by_name = {c.name: c for c in courses}
     for course_name, versions in entry.versions.items():
-        latest = max(v.number for v in versions)
-        if len({v.number for v in versions}) > 1:
-            names = ", ".join(v.path.name for v in sorted(versions, key=lambda v: v.number))
-            chosen = next(v for v in versions if v.number == latest)
+        ordered = sorted(versions, key=_Version.rank)
+        chosen = ordered[-1]
+        if len(versions) > 1:
+            names = ", ".join(v.path.name for v in ordered)
             learner.notes.append(f"{course_name} was submitted {len(versions)} times ({names}); the latest, "
-                                 f"{chosen.path.name}, was graded.")
-        for version in (v for v in versions if v.number == latest):
-            add_notebook(learner, by_name[course_name], version.path)
+                                 f"{chosen.path.name}, was graded ({RULE}).")
+        add_notebook(learner, by_name[course_name], chosen.path)
     if learner.late:
         learner.notes.append("The LMS marks this submission late.")
     return learner
@@ -175,10 +195,9 @@ def _read_moodle(folder: Path, courses: Sequence[CourseNotebook], entries: dict[
             key = f"moodle:{match['id']}"
             entries.setdefault(key, _Entry(Learner(match["name"], "", lms_id=key)))
             for file in files:  # links and hidden entries go to _attribute, which notes them for the learner
-                if file.is_dir() and not file.is_symlink() and not file.name.startswith("."):
-                    unattributed.append(Unattributed(file, "a folder inside a Moodle submission folder"))
-                    continue
-                _attribute(entries, key, match["name"], file, file.name, courses)
+                inside = folder_entries(file) if file.is_dir() and not file.is_symlink() else [file]
+                for found in inside:  # a learner's own folders are looked into
+                    _attribute(entries, key, match["name"], found, found.name, courses)
             continue
         match = MOODLE_FILE.match(path.name)
         if match is None:
@@ -188,8 +207,28 @@ def _read_moodle(folder: Path, courses: Sequence[CourseNotebook], entries: dict[
         _attribute(entries, f"moodle:{match['id']}", match["name"], path, match["file"], courses)
 
 
-def find_learners(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> Found:
-    """Learners from the SUBMISSION arguments: LMS downloads by id, other folders and files as before."""
+def _unzipped(paths: Sequence[Path], unpack_to: Path | None) -> list[Path]:
+    """The SUBMISSION arguments with every ``.zip`` replaced by the folder it is unpacked into."""
+    result = []
+    for n, path in enumerate(paths):
+        if not (path.suffix.lower() == ".zip" and path.is_file() and not path.is_symlink()):
+            result.append(path)
+            continue
+        if unpack_to is None:
+            raise DownloadError(f"{path} is a zip file: unzip it first (unzip {path.name} -d {path.stem}) and pass "
+                                "the folder")
+        result.append(unpack(path, Path(unpack_to) / f"{n}-{path.stem}"))
+    return result
+
+
+def find_learners(paths: Sequence[Path], courses: Sequence[CourseNotebook], *,
+                  unpack_to: Path | None = None) -> Found:
+    """Learners from the SUBMISSION arguments: LMS downloads by id, other folders and files as before.
+
+    A ``.zip`` among them is unpacked into a fresh folder under ``unpack_to`` (refused without one:
+    DownloadError, whose message says what to do).
+    """
+    paths = _unzipped(paths, unpack_to)
     entries: dict[str, _Entry] = {}
     unattributed: list[Unattributed] = []
     layouts: dict[str, str] = {}
@@ -214,7 +253,9 @@ def find_learners(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> F
             continue
         layouts[str(path)] = kind
     learners = discover(plain, courses) if plain else []
-    learners += [_settle(entry, courses) for entry in entries.values()]
+    settled = [_settle(entry, courses) for entry in entries.values()]
+    same_names(settled)
+    learners += settled
     for learner in learners:
         learner.lms_id = learner.lms_id.split(":", 1)[-1]
     return Found(assign_keys(learners), unattributed, layouts)

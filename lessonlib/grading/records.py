@@ -8,6 +8,7 @@ not_attempted             the stub is still there (or no written answer yet)
 needs_manual_grading      a written answer, copied into the feedback for a person to grade
 graded_by_hand            a written answer whose points were given in manual.csv
 not_submitted             the learner handed in no such notebook
+wrong_notebook            no such notebook, but one this assignment does not grade was handed in
 malformed                 the notebook file could not be read as a notebook
 too_long                  the notebook holds more code than the grader analyses (not run)
 missing_answer            the answer cell was deleted, or no longer defines the function
@@ -37,13 +38,13 @@ NOT_SUBMITTED, MALFORMED, MISSING_ANSWER = Status.NOT_SUBMITTED, Status.MALFORME
 CELL_ERROR, TIMEOUT, MEMORY, PROCESS_LIMIT = Status.CELL_ERROR, Status.TIMEOUT, Status.MEMORY, Status.PROCESS_LIMIT
 EXITED, CRASHED, TOO_LARGE, USES_LESSONLIB = Status.EXITED, Status.CRASHED, Status.TOO_LARGE, Status.USES_LESSONLIB
 STOPPED_GRADER, ERROR, GRADED_BY_HAND = Status.STOPPED_GRADER, Status.ERROR, Status.GRADED_BY_HAND
-TOO_LONG = Status.TOO_LONG
+TOO_LONG, WRONG_NOTEBOOK = Status.TOO_LONG, Status.WRONG_NOTEBOOK
 
 STATUS_WORDS = {
     PASSED: "passed", FAILED: "failed", NOT_ATTEMPTED: "not attempted",
     NEEDS_MANUAL: "needs manual grading", GRADED_BY_HAND: "graded by hand", NOT_SUBMITTED: "not submitted",
     MALFORMED: "notebook could not be read", MISSING_ANSWER: "answer cell missing",
-    TOO_LONG: "notebook too long to grade",
+    TOO_LONG: "notebook too long to grade", WRONG_NOTEBOOK: "another notebook handed in instead",
     CELL_ERROR: "answer cell error", TIMEOUT: "stopped: time limit", MEMORY: "stopped: memory limit",
     PROCESS_LIMIT: "stopped: process limit", EXITED: "exited the interpreter", CRASHED: "crashed",
     TOO_LARGE: "result too large", USES_LESSONLIB: "calls lessonlib instead of its own code",
@@ -51,8 +52,8 @@ STATUS_WORDS = {
 }
 
 # Statuses an instructor should look at (the learner's code did something unusual).
-FLAGGED = frozenset({MALFORMED, TOO_LONG, MISSING_ANSWER, CELL_ERROR, TIMEOUT, MEMORY, PROCESS_LIMIT, EXITED,
-                     CRASHED, TOO_LARGE, USES_LESSONLIB, STOPPED_GRADER, ERROR})
+FLAGGED = frozenset({WRONG_NOTEBOOK, MALFORMED, TOO_LONG, MISSING_ANSWER, CELL_ERROR, TIMEOUT, MEMORY,
+                     PROCESS_LIMIT, EXITED, CRASHED, TOO_LARGE, USES_LESSONLIB, STOPPED_GRADER, ERROR})
 
 
 @dataclass

@@ -10,7 +10,16 @@ Two rosters are recognised by their header:
   ``Identifier`` (``Participant 123``), ``Full name``, ``Email address``, ``Status``, ``Grade``,
   ``Maximum Grade``, ... The import file is the worksheet with ``Grade`` filled in (scaled to
   ``Maximum Grade`` when that differs from the course's total) and a short summary in
-  ``Feedback comments`` for every learner; Moodle checks the other columns.
+  ``Feedback comments`` for every learner; Moodle checks the other columns. The worksheet's
+  headers are in the language of whoever downloaded it: English, German, French, Spanish and
+  Portuguese are read (``lms_locale.py``), and the file is written back with its own header.
+
+A roster is written back as it was read: with ``;`` between columns and decimal commas when it
+came so (a Canvas export in a locale that writes ``12,5``; a Moodle worksheet's ``"100,00"``).
+
+Canvas's ``Points Possible`` row says what the assignment column is worth. When it differs from
+the course's total, every grade is scaled to it (a learner with 7 of 14 gets 50 of 100), the row
+keeps Canvas's value, and a note says so: the import never changes what the assignment is worth.
 
 Learners are matched on the LMS id from the download (Canvas user id, Moodle participant id),
 else on the folder name against a login, id or e-mail. Submissions not in the roster are listed.
@@ -23,6 +32,13 @@ An import never overwrites a grade it has no reason to touch:
   existing score as a change), so their rows are left out of the Canvas file.
 - Canvas's test student (``Student, Test``, made by Student View) is left out. Moodle has no
   test-user convention, so every Moodle row is kept.
+- A learner whose written answers still wait for hand grading has no grade yet: Moodle's row gets
+  an empty Grade (its comment says the grade follows the hand grading) and Canvas's row is left
+  out, so nobody sees the automatic part as a failing grade. ``partial=True`` (``--partial-grades``)
+  writes the points earned so far instead.
+- Moodle's ``Feedback comments`` keep whatever the instructor wrote, before and after the grader's
+  summary; only the summary (from "Automatic grading:" to "Your feedback file has the details.")
+  is replaced.
 - Moodle skips, without a word, a row whose grade changed in Moodle after the worksheet's
   ``Last modified (grade)``. The column is not rewritten (that would defeat Moodle's guard against
   overwriting a grade changed in Moodle by hand); instead a re-run that changes a row of the
@@ -42,16 +58,29 @@ from pathlib import Path
 from lessonlib.grading import records as r
 from lessonlib.grading.feedback import SUMMARY_MARK, summary_text
 from lessonlib.grading.files import atomic_write_text
+from lessonlib.grading.lms_locale import (
+    MOODLE_HEADERS,
+    MOODLE_REQUIRED,
+    decimal_of,
+    expected_moodle_headers,
+    format_number,
+    is_late,
+    moodle_columns,
+    parse_number,
+    sniff_delimiter,
+)
 from lessonlib.grading.safe_text import csv_row, csv_value
+from lessonlib.grading.submissions import Learner
 
 LMS_IMPORT = "lms-import.csv"
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
 CANVAS_REQUIRED = ("Student", "ID", "SIS Login ID", "Section")
-MOODLE_REQUIRED = ("Identifier", "Full name", "Grade")
 POINTS_POSSIBLE = "Points Possible"
 CANVAS_TEST_STUDENTS = ("Student, Test", "Test Student")  # the student Canvas's Student View creates
 COMMENTS = "Feedback comments"
 MODIFIED = "Last modified (grade)"
+SUMMARY_END = "Your feedback file has the details."  # how summary_text ends: the summary lies between the two
+WITHHELD = "Your grade is entered once the written answers are graded."
 
 
 class RosterError(ValueError):
@@ -66,15 +95,24 @@ class Roster:
     kind: str  # "canvas" or "moodle"
     header: list[str]
     rows: list[dict[str, str]]
-    column: str  # the assignment column (Canvas) or "Grade" (Moodle)
+    column: str  # the assignment column (Canvas) or the Grade column (Moodle, in the worksheet's language)
     new_column: bool = False
     notes: list[str] = field(default_factory=list)
+    delimiter: str = ","
+    decimal: str = "."
+    language: str = "en"  # of a Moodle worksheet's header
+    columns: dict[str, str] = field(default_factory=dict)  # Moodle: what a column holds -> its name here
+    points_possible: float | None = None  # Canvas: what the assignment column is worth, from its export
+
+    def col(self, column: str) -> str:
+        """The name of a Moodle column here ("grade" is "Bewertung" in a German worksheet)."""
+        return self.columns.get(column) or MOODLE_HEADERS[column]["en"][0]
 
     def learner_id(self, row: dict[str, str]) -> str:
         """The LMS id of a learner row ("" for Canvas's Points Possible and other non-learner rows)."""
         if self.kind == "canvas":
             return (row.get("ID") or "").strip()
-        match = re.search(r"(\d+)\s*$", row.get("Identifier") or "")
+        match = re.search(r"(\d+)\s*$", row.get(self.col("identifier")) or "")
         return match.group(1) if match else ""
 
     def is_test(self, row: dict[str, str]) -> bool:
@@ -82,12 +120,20 @@ class Roster:
         return self.kind == "canvas" and (row.get("Student") or "").strip() in CANVAS_TEST_STUDENTS
 
     def learner_name(self, row: dict[str, str]) -> str:
-        return (row.get("Student") if self.kind == "canvas" else row.get("Full name")) or ""
+        return (row.get("Student") if self.kind == "canvas" else row.get(self.col("full_name"))) or ""
+
+    def is_late(self, row: dict[str, str]) -> bool:
+        """Moodle's Status column says the submission came in late ("... 2 days 3 hours late")."""
+        return self.kind == "moodle" and is_late(row.get(self.col("status")) or "")
+
+    def late_ids(self) -> set[str]:
+        """The LMS ids of the learners whose submission the roster marks late."""
+        return {self.learner_id(row) for row in self.rows if self.is_late(row) and self.learner_id(row)}
 
     def aliases(self, row: dict[str, str]) -> set[str]:
         """Other names a plain learner folder may carry: login, SIS id, e-mail and its local part."""
         names = {self.learner_id(row)}
-        for column in ("SIS Login ID", "SIS User ID", "Email address", "Integration ID"):
+        for column in ("SIS Login ID", "SIS User ID", self.col("email"), "Integration ID"):
             value = (row.get(column) or "").strip()
             if value:
                 names |= {value, value.split("@")[0]}
@@ -96,11 +142,11 @@ class Roster:
 
 def _columns_message() -> str:
     return (f"expected a Canvas gradebook export (columns {', '.join(CANVAS_REQUIRED)}, ...) or a Moodle grading "
-            f"worksheet (columns {', '.join(MOODLE_REQUIRED)}, ...)")
+            f"worksheet (columns {expected_moodle_headers()}, ...)")
 
 
 def read_roster(path: Path, assignment: str | None) -> Roster:
-    """Read ``path`` and decide, from its header, which LMS it comes from."""
+    """Read ``path`` and decide, from its header, which LMS it comes from (and its separators)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -108,29 +154,55 @@ def read_roster(path: Path, assignment: str | None) -> Roster:
         raise RosterError(f"{path}: no such roster file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RosterError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
-    reader = csv.DictReader(io.StringIO(text))
+    delimiter = sniff_delimiter(text.split("\n", 1)[0])
+    reader = csv.DictReader(io.StringIO(text), delimiter=delimiter)
     header = [h.strip() for h in reader.fieldnames or []]
     reader.fieldnames = header
     rows = [{k: (csv_value(v) if isinstance(v, str) else "") for k, v in row.items() if k is not None}
             for row in reader]  # csv_value: a roster that is an lms-import.csv reads back unquoted
+    decimal = decimal_of([v for row in rows for v in row.values()], delimiter)
     if all(c in header for c in CANVAS_REQUIRED):
         if not assignment:
             raise RosterError(f"{path} is a Canvas gradebook: name the assignment column with --assignment NAME")
         pattern = re.compile(re.escape(assignment) + r"(\s*\(\d+\))?")
         existing = [h for h in header if pattern.fullmatch(h)]
         column = existing[0] if existing else assignment
-        roster = Roster(path, "canvas", header, rows, column, new_column=not existing)
+        roster = Roster(path, "canvas", header, rows, column, new_column=not existing, delimiter=delimiter,
+                        decimal=decimal)
+        if existing:
+            possible = [parse_number(row.get(column)) for row in rows
+                        if (row.get("Student") or "").strip() == POINTS_POSSIBLE]
+            roster.points_possible = next((p for p in possible if p is not None and p > 0), None)
         if any(roster.is_test(row) for row in rows):
             roster.notes.append("Canvas's test student (Student, Test) is left out of lms-import.csv")
         return roster
-    if all(c in header for c in MOODLE_REQUIRED):
-        roster = Roster(path, "moodle", header, rows, "Grade")
+    columns, language = moodle_columns(header)
+    if all(c in columns for c in MOODLE_REQUIRED):
+        roster = Roster(path, "moodle", header, rows, columns["grade"], delimiter=delimiter, decimal=decimal,
+                        language=language, columns=columns)
         if assignment:
             roster.notes.append(f"a Moodle worksheet belongs to one assignment: --assignment {assignment!r} is not "
                                 "needed (the Grade column is filled)")
         return roster
-    shown = ", ".join(header[:8]) + (" ..." if len(header) > 8 else "") if header else "none"
-    raise RosterError(f"{path}: not a roster this grader knows; {_columns_message()}; its columns are: {shown}")
+    shown = ", ".join(header[:12]) + (" ..." if len(header) > 12 else "") if header else "none"
+    known = ", ".join(f"{c} ({name})" for c, name in columns.items())
+    found = f"; of a Moodle worksheet's columns it has {known} only" if columns else ""
+    raise RosterError(f"{path}: not a roster this grader knows; {_columns_message()}; its columns are: {shown}"
+                      f"{found}")
+
+
+LATE_NOTE = "The LMS marks this submission late."
+
+
+def mark_late(learners: Sequence[Learner], roster: Roster) -> list[Learner]:
+    """Set ``late`` on every learner the roster marks late (Moodle's Status column), with the same note
+    Canvas's ``_LATE`` gives; returns the learners changed."""
+    late = roster.late_ids()
+    changed = [lr for lr in learners if lr.lms_id and lr.lms_id in late and not lr.late]
+    for learner in changed:
+        learner.late = True
+        learner.notes.append(LATE_NOTE)
+    return changed
 
 
 @dataclass
@@ -164,87 +236,145 @@ def match(roster: Roster, results: Sequence[r.LearnerResult]) -> Matched:
     return Matched(pairs, [res for res in results if res.key not in used])
 
 
-def _num(x: float) -> str:
-    return f"{round(x, 2):g}"
+def _withheld(res: r.LearnerResult | None, partial: bool) -> bool:
+    """True when the learner's grade waits for hand grading (see the module's docstring)."""
+    return res is not None and res.manual_pending > 0 and not partial
 
 
-def lms_import_text(roster: Roster, matched: Matched, max_points: float, *, absent_zero: bool = False) -> str:
-    """The import file's text, in the roster's own format (absent learners: see the module's docstring)."""
+def lms_import_text(roster: Roster, matched: Matched, max_points: float, *, absent_zero: bool = False,
+                    partial: bool = False) -> str:
+    """The import file's text, in the roster's own format (absent learners and written answers still to
+    grade: see the module's docstring)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, delimiter=roster.delimiter, lineterminator="\n")
+    num = lambda x: format_number(x, roster.decimal)  # noqa: E731
     if roster.kind == "canvas":
         ids = [c for c in roster.header if c in CANVAS_COLUMNS]
+        worth = roster.points_possible or max_points
+        scale = worth / max_points if max_points else 1.0
         writer.writerow([*ids, roster.column])
         for row in roster.rows:
             if (row.get("Student") or "").strip() == POINTS_POSSIBLE:
-                writer.writerow(csv_row([row.get(c, "") for c in ids] + [_num(max_points)]))
+                writer.writerow(csv_row([row.get(c, "") for c in ids] + [num(worth)]))
         for row, res in matched.pairs:
-            if res is not None or absent_zero:
-                writer.writerow(csv_row([row.get(c, "") for c in ids] + [_num(res.points if res else 0.0)]))
+            if (res is not None or absent_zero) and not _withheld(res, partial):
+                writer.writerow(csv_row([row.get(c, "") for c in ids] + [num(res.points * scale if res else 0.0)]))
         return buffer.getvalue()
+    grade, comments = roster.col("grade"), roster.col("comments")
     writer.writerow(roster.header)
     for row, res in matched.pairs:
         out = dict(row)
-        scale = _maximum(row, max_points) / max_points if max_points else 1.0
-        out["Grade"] = _num(res.points * scale) if res else ("0" if absent_zero else "")
-        if COMMENTS in out:
-            out[COMMENTS] = _comment(out[COMMENTS], summary_text(res))
+        scale = _maximum(roster, row, max_points) / max_points if max_points else 1.0
+        withheld = _withheld(res, partial)
+        if res is None:
+            out[grade] = "0" if absent_zero else ""
+        else:
+            out[grade] = "" if withheld else num(res.points * scale)
+        if comments in out:
+            out[comments] = replace_summary(out[comments], _summary(res, withheld))
         writer.writerow(csv_row(out.get(c, "") for c in roster.header))
     return buffer.getvalue()
 
 
-def _comment(existing: str, summary: str) -> str:
-    """The comment cell with ``summary`` in place of an earlier one; a comment typed in Moodle is kept before it."""
-    kept = existing.split(SUMMARY_MARK, 1)[0].strip()
-    if kept.startswith("Missing: no submission was found."):  # this grader's earlier wording
-        kept = kept.removeprefix("Missing: no submission was found.").strip()
-    return f"{kept} {summary}" if kept else summary
+def _summary(res: r.LearnerResult | None, withheld: bool) -> str:
+    text = summary_text(res)
+    if withheld:
+        text = text.removesuffix(SUMMARY_END).rstrip() + f" {WITHHELD} {SUMMARY_END}"
+    return text
 
 
-def _maximum(row: dict[str, str], default: float) -> float:
-    try:
-        value = float((row.get("Maximum Grade") or "").strip())
-    except ValueError:
-        return default
-    return value if value > 0 else default
+def replace_summary(existing: str, summary: str) -> str:
+    """The comment cell with ``summary`` in place of the grader's earlier one; whatever the instructor
+    wrote in Moodle, before it and after it, is kept as it is.
+
+    The grader's summary runs from SUMMARY_MARK to SUMMARY_END (an earlier one without its end, cut
+    short by hand, runs to the end of the cell). A cell without a summary gets it at the end.
+    """
+    start = existing.find(SUMMARY_MARK)
+    if start < 0:
+        before, after = existing, ""
+    else:
+        before = existing[:start]
+        stop = existing.find(SUMMARY_END, start)
+        after = existing[stop + len(SUMMARY_END):] if stop >= 0 else ""
+    if before.strip().endswith("Missing: no submission was found."):  # this grader's earlier wording
+        before = before.rstrip().removesuffix("Missing: no submission was found.")
+    before, after = before.rstrip(), after.lstrip()
+    return " ".join(part for part in (before, summary, after) if part)
 
 
-def moodle_skipped(previous: str, current: str) -> list[str]:
+def _maximum(roster: Roster, row: dict[str, str], default: float) -> float:
+    value = parse_number(row.get(roster.col("maximum")))
+    return value if value is not None and value > 0 else default
+
+
+def scale_notes(roster: Roster, matched: Matched, max_points: float, *, partial: bool = False) -> list[str]:
+    """What lms-import.csv does that the instructor should know: grades scaled to the LMS's points,
+    grades left empty until the written answers are graded."""
+    notes = []
+    if roster.kind == "canvas" and roster.points_possible and abs(roster.points_possible - max_points) > 1e-9:
+        notes.append(f"Canvas's {roster.column!r} is worth {format_number(roster.points_possible)} points (its "
+                     f"Points Possible) and this assignment {format_number(max_points)}: lms-import.csv scales every "
+                     f"grade to {format_number(roster.points_possible)} (points x "
+                     f"{format_number(roster.points_possible)} / {format_number(max_points)}) and keeps Canvas's "
+                     "Points Possible. To import raw points instead, change the assignment's points in Canvas "
+                     "and export the gradebook again")
+    waiting = [res for _, res in matched.pairs if _withheld(res, partial)]
+    if waiting:
+        where = "left out of" if roster.kind == "canvas" else "left empty in"
+        notes.append(f"{len(waiting)} learner(s) have written answers still to grade by hand: their grade is {where} "
+                     "lms-import.csv until manual.csv gives their points, so nobody sees the automatic part as "
+                     "the grade (--partial-grades writes the points earned so far)")
+    return notes
+
+
+def moodle_skipped(previous: str, current: str, roster: Roster | None = None) -> list[str]:
     """Identifiers of the rows Moodle would skip on importing ``current`` after ``previous``.
 
     Moodle skips a row whose grade was modified after the worksheet's "Last modified (grade)"
     (mod/assign/feedback/offline: ``$usergrade->timemodified > ($modified + 60)``). Importing
     ``previous`` modified every row it changed, so a row that ``current`` changes again while its
     "Last modified (grade)" is still the one ``previous`` carried is skipped: the worksheet is stale.
+    The columns are found by their names in the worksheet's language (``roster``; English without one).
     """
+    delimiter = roster.delimiter if roster else ","
+    ident, modified, grade, comments = (roster.col(c) if roster else MOODLE_HEADERS[c]["en"][0]
+                                        for c in ("identifier", "modified_grade", "grade", "comments"))
+
     def rows(text: str) -> dict[str, dict[str, str]]:
-        return {row.get("Identifier", ""): {k: csv_value(v or "") for k, v in row.items() if k}
-                for row in csv.DictReader(io.StringIO(text))}
+        return {row.get(ident, ""): {k: csv_value(v or "") for k, v in row.items() if k}
+                for row in csv.DictReader(io.StringIO(text), delimiter=delimiter)}
 
     before = rows(previous)
     skipped = []
-    for ident, row in rows(current).items():
-        old = before.get(ident)
-        if old is None or old.get(MODIFIED, "") != row.get(MODIFIED, ""):
+    for key, row in rows(current).items():
+        old = before.get(key)
+        if old is None or old.get(modified, "") != row.get(modified, ""):
             continue  # a new row, or a fresh worksheet
-        if any(old.get(c, "") != row.get(c, "") for c in ("Grade", COMMENTS)):
-            skipped.append(ident)
+        if any(old.get(c, "") != row.get(c, "") for c in (grade, comments)):
+            skipped.append(key)
     return skipped
 
 
 def write_lms_import(out: Path, roster: Roster, matched: Matched, max_points: float, *,
-                     absent_zero: bool = False) -> tuple[Path, list[str]]:
-    """Write lms-import.csv; returns its path and warnings (a Moodle worksheet that is stale)."""
+                     absent_zero: bool = False, partial: bool = False) -> tuple[Path, list[str]]:
+    """Write lms-import.csv; returns its path and warnings (a Moodle worksheet that is stale).
+
+    What the file does that the instructor should know (grades scaled, grades left empty) joins the
+    roster's notes, which the command prints.
+    """
     path = Path(out) / LMS_IMPORT
-    text = lms_import_text(roster, matched, max_points, absent_zero=absent_zero)
+    text = lms_import_text(roster, matched, max_points, absent_zero=absent_zero, partial=partial)
+    roster.notes += [n for n in scale_notes(roster, matched, max_points, partial=partial) if n not in roster.notes]
     warnings = []
     if roster.kind == "moodle" and path.exists():
-        skipped = moodle_skipped(path.read_text(encoding="utf-8"), text)
+        skipped = moodle_skipped(path.read_text(encoding="utf-8"), text, roster)
         if skipped:
             shown = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
             warnings.append(
                 f"{len(skipped)} row(s) of lms-import.csv changed since the previous run ({shown}) but carry the same "
-                f"'{MODIFIED}' as then: if the previous lms-import.csv was imported, Moodle will skip these rows "
-                "without a word. Download a fresh grading worksheet from Moodle and run again with --roster FILE.")
+                f"'{roster.col('modified_grade')}' as then: if the previous lms-import.csv was imported, Moodle will "
+                "skip these rows without a word. Download a fresh grading worksheet from Moodle and run again with "
+                "--roster FILE.")
     atomic_write_text(path, text)
     return path, warnings

@@ -370,26 +370,37 @@ def _is_check_cell(tree: ast.Module) -> bool:
                for n in ast.walk(tree))
 
 
-def plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[list[ExercisePlan], list[ManualAnswer]]:
+def plan_notebook(course: CourseNotebook, notebook: Notebook | None, *, instead: Sequence[str] = ()
+                  ) -> tuple[list[ExercisePlan], list[ManualAnswer]]:
     """Plans for every exercise of ``course`` and the written answers, from a submitted notebook.
+
+    ``instead``: notebooks the learner handed in that this assignment does not grade; when ``course``
+    is missing, its exercises are flagged ``wrong_notebook`` (a wrong file handed in?), not merely
+    ``not_submitted``.
 
     Never raises: a notebook whose code cannot even be analysed (say, an expression nested so
     deeply that walking it overflows the stack) makes every exercise in it ``malformed``.
     """
     try:
-        return _plan_notebook(course, notebook)
+        return _plan_notebook(course, notebook, instead)
     except (RecursionError, MemoryError, ValueError) as exc:
         reason = f"{notebook.path.name if notebook else course.name} could not be analysed ({type(exc).__name__})."
         plans = [ExercisePlan(name, course.name, status=MALFORMED, reason=reason) for name in course.exercises]
         return plans, [ManualAnswer(q, None, MALFORMED, reason) for q in course.manual]
 
 
-def _plan_notebook(course: CourseNotebook, notebook: Notebook | None) -> tuple[list[ExercisePlan], list[ManualAnswer]]:
+def _plan_notebook(course: CourseNotebook, notebook: Notebook | None, instead: Sequence[str] = ()
+                   ) -> tuple[list[ExercisePlan], list[ManualAnswer]]:
     plans = [ExercisePlan(name, course.name) for name in course.exercises]
-    if notebook is None or notebook.problem is not None:
+    if notebook is None and instead:
+        status = Status.WRONG_NOTEBOOK
+        reason = (f"No {course.name} was found in the submission, but {', '.join(sorted(instead))} was handed in, "
+                  "which this assignment does not grade: was the wrong file submitted?")
+    elif notebook is None or notebook.problem is not None:
         status = NOT_SUBMITTED if notebook is None else MALFORMED
         reason = (f"No {course.name} was found in the submission." if notebook is None
                   else f"{notebook.path.name} could not be read: {notebook.problem}.")
+    if notebook is None or notebook.problem is not None:
         for plan in plans:
             plan.status, plan.reason = status, reason
         return plans, [ManualAnswer(q, None, status, reason) for q in course.manual]
@@ -468,7 +479,8 @@ class Learner:
     files: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     lms_id: str = ""  # the LMS's id (Canvas user id, Moodle participant id) when read from a download
-    late: bool = False  # the LMS marked the submission late
+    late: bool = False  # the LMS marked the submission late (Canvas's _LATE; Moodle's Status, see roster.py)
+    instead: list[str] = field(default_factory=list)  # notebooks handed in that this assignment does not grade
 
 
 def safe_key(name: str) -> str:
@@ -507,10 +519,6 @@ def _learner_from_file(path: Path, course: CourseNotebook | None) -> str:
     return rest or path.parent.name
 
 
-def _add(learners: dict[str, Learner], name: str, course: CourseNotebook, path: Path) -> None:
-    add_notebook(learners.setdefault(name, Learner(name, "")), course, path)
-
-
 def add_notebook(learner: Learner, course: CourseNotebook, path: Path) -> None:
     """Give ``learner`` the notebook ``path`` for ``course``; of two, the exactly named, else the newest."""
     previous = learner.files.get(course.name)
@@ -540,12 +548,60 @@ def skipped_note(path: Path) -> str | None:
         return (f"{path.name} was not graded: its name starts with a dot, which hides it"
                 + (" (rename it to have it graded)." if path.suffix == ".ipynb" else "."))
     if path.is_dir():
-        return f"{path.name}/ is a folder; only the notebooks directly in the learner's folder are graded."
+        return (f"{path.name}/ is a folder with no notebook in it for the grader (empty, or deeper than {MAX_DEPTH} "
+                "folders).")
     if path.suffix != ".ipynb":
         return f"{path.name} is not a notebook; it was not graded."
     if not path.is_file():
         return f"{path.name} is not a regular file; it was not graded."
     return None
+
+
+MAX_DEPTH = 3  # folders inside a learner's folder that are looked into
+SKIPPED_FOLDERS = ("__MACOSX",)  # what a zip tool adds beside the files
+
+
+def folder_entries(folder: Path, depth: int = MAX_DEPTH) -> list[Path]:
+    """Every entry of a learner's folder, and of the folders in it down to ``depth`` levels, in a
+    stable order. Links and hidden folders are listed, never entered (they get a note)."""
+    found = []
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:  # a folder the grader may not read: listed, so that it gets a note
+        return [folder]
+    for path in entries:
+        real_dir = path.is_dir() and not path.is_symlink()
+        if real_dir and depth > 0 and not path.name.startswith(".") and path.name not in SKIPPED_FOLDERS:
+            inside = folder_entries(path, depth - 1)
+            found += inside or [path]  # an empty folder is listed, so that it gets a note
+        elif not (real_dir and path.name in SKIPPED_FOLDERS):
+            found.append(path)
+    return found
+
+
+def has_notebooks(folder: Path) -> bool:
+    """True when ``folder`` holds a notebook, directly or in a folder :func:`folder_entries` looks into."""
+    return any(p.suffix == ".ipynb" for p in folder_entries(folder))
+
+
+def unrecognised(learner: Learner, path: Path) -> None:
+    """Note a file of the learner's that is none of the exercise notebooks (and keep a notebook's
+    name, so that the exercises it may have replaced are flagged)."""
+    learner.notes.append(f"{path.name} is not one of the exercise notebooks; it was not graded.")
+    if path.suffix == ".ipynb":
+        learner.instead.append(path.name)
+
+
+def same_names(learners: Sequence[Learner]) -> None:
+    """A note for learners who share a name but came from different places: they stay apart."""
+    by_name: dict[str, list[Learner]] = {}
+    for learner in learners:
+        by_name.setdefault(learner.name.lower(), []).append(learner)
+    for group in by_name.values():
+        if len(group) > 1:
+            for learner in group:
+                learner.notes.append(f"{len(group)} submissions are named {learner.name!r}; they come from different "
+                                     "folders or LMS ids and are graded as different learners (check that they are).")
 
 
 def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[Learner]:
@@ -555,44 +611,45 @@ def discover(paths: Sequence[Path], courses: Sequence[CourseNotebook]) -> list[L
     inside one: each is named in a note of the learner it would have belonged to. Every other
     entry of a learner's folder that is not graded is named in a note too.
     """
-    learners: dict[str, Learner] = {}
+    learners: dict[tuple[str, str], Learner] = {}  # by where they came from and name: never merged by name alone
 
-    def note(name: str, text: str) -> None:
-        learners.setdefault(name, Learner(name, "")).notes.append(text)
+    def learner(where: Path, name: str) -> Learner:
+        return learners.setdefault((str(where.absolute()), name), Learner(name, ""))
 
     def add_folder(folder: Path, name: str) -> None:
-        learners.setdefault(name, Learner(name, ""))
-        for path in sorted(folder.iterdir()):
+        owner = learner(folder, name)
+        for path in folder_entries(folder):  # notebooks in the learner's own subfolders are found too
             why = skipped_note(path)
             course = None if why else match_course(path, courses)
             if why:
-                note(name, why)
+                owner.notes.append(why)
             elif course is None:
-                note(name, f"{path.name} is not one of the exercise notebooks; it was not graded.")
+                unrecognised(owner, path)
             else:
-                _add(learners, name, course, path)
+                add_notebook(owner, course, path)
 
     for path in paths:
         if path.is_symlink():  # a learner folder or notebook given as a link: refused like any other
-            note(path.stem if path.suffix == ".ipynb" else path.name, link_note(path))
+            learner(path, path.stem if path.suffix == ".ipynb" else path.name).notes.append(link_note(path))
         elif path.is_file():
             course = match_course(path, courses)
             name = _learner_from_file(path, course)
             if course is None:
-                note(name, f"{path.name} is not one of the exercise notebooks; it was not graded.")
+                unrecognised(learner(path.parent, name), path)
             else:
-                _add(learners, name, course, path)
+                add_notebook(learner(path.parent, name), course, path)
         elif path.is_dir():
             if any(path.glob("*.ipynb")):
                 add_folder(path, path.resolve().name)
             else:
                 for sub in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
                     if sub.is_symlink():  # a learner folder that is a link (to solutions/, say)
-                        note(sub.name, link_note(sub))
-                    elif any(sub.glob("*.ipynb")):
+                        learner(sub, sub.name).notes.append(link_note(sub))
+                    elif has_notebooks(sub):
                         add_folder(sub, sub.name)
         else:
             raise FileNotFoundError(f"{path}: no such notebook or folder")
+    same_names(list(learners.values()))
     return assign_keys(list(learners.values()))
 
 
