@@ -150,7 +150,7 @@ def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
     progress = Progress(quiet=args.quiet)
     try:
         batch = grade(args.submissions, settings, reporter=progress, on_result=course.saver(gb, settings.out),
-                      rekey=course.rekey(gb))
+                      rekey=course.rekey(gb, roster))
     except GradingError as exc:
         progress.close()
         print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)

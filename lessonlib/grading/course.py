@@ -29,6 +29,7 @@ from lessonlib.grading import records as r
 from lessonlib.grading import store
 from lessonlib.grading.files import read_json
 from lessonlib.grading.manual import MANUAL_FILE, Mark, read_manual
+from lessonlib.grading.roster import Roster, mark_late
 from lessonlib.grading.submissions import Learner
 
 GRADEBOOK_FILE = "gradebook.db"
@@ -77,9 +78,15 @@ def seed_of(gb: store.Gradebook, out: Path, notebooks: Sequence[str], requested:
     return store.ensure_assignment(gb, assignment_name(out), list(notebooks), seed=requested).seed
 
 
-def rekey(gb: store.Gradebook) -> Callable[[list[Learner]], list[Learner]]:
-    """Stored keys for the learners a run found: a key once given never changes or moves."""
-    return lambda learners: store.assign_stored_keys(gb, learners)
+def rekey(gb: store.Gradebook, roster: Roster | None = None) -> Callable[[list[Learner]], list[Learner]]:
+    """Stored keys for the learners a run found (a key once given never changes or moves), and
+    late where the roster says so (Moodle's Status column; Canvas says it in the file names)."""
+    def keyed(learners: list[Learner]) -> list[Learner]:
+        learners = store.assign_stored_keys(gb, learners)
+        if roster is not None:
+            mark_late(learners, roster)
+        return learners
+    return keyed
 
 
 def saver(gb: store.Gradebook, out: Path) -> Callable[[r.LearnerResult, Learner], None]:
