@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import learner_answers as learner
 import numpy as np
 
 # --- helpers shared by several answers ----------------------------------------------------------
@@ -1140,6 +1141,18 @@ CORRECT = {
 
 # (exercise, diagnosis name, wrong answer)
 WRONG = [
+    ("q1_context", "q1_larger_value_wins", 6.0),
+    ("mask_polarity", "polarity_from_empty_rows", learner.polarity_all_zero_row),
+    ("mask_polarity", "polarity_from_empty_rows", learner.polarity_two_empty_rows),
+    ("cached_causal_mask", "cache_causal_part_missing", learner.cached_padding_only),
+    ("cached_causal_mask", "cache_padding_off_by_one", learner.cached_first_real_blocked),
+    ("cached_causal_mask", "cache_positions_unpadded", learner.cached_positions_per_sequence),
+    ("exclusion_effects", "excluded_output_returned", learner.exclusion_without_subtracting),
+    ("alibi_weights", "alibi_own_key_excluded", learner.alibi_strictly_before),
+    ("alibi_weights", "alibi_after_softmax", learner.alibi_weights_times_bias),
+    ("alibi_weights", "alibi_scores_not_weights", learner.alibi_returns_scores),
+    ("changed_predictions", "compared_with_targets", learner.changed_right_or_wrong),
+    ("changed_predictions", "count_not_fraction", learner.changed_count),
     ("scaled_dot_product_attention", "missing_scale", sdpa_missing_scale),
     ("scaled_dot_product_attention", "scaled_by_d_k", sdpa_scaled_by_d_k),
     ("scaled_dot_product_attention", "scaled_by_value_width", sdpa_scaled_by_value_width),

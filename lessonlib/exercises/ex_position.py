@@ -110,8 +110,8 @@ SINUSOIDAL_POSITIONS = Exercise(
         ),
         DiagnosisSpec(
             "wrong_frequency_exponent", "Wrong frequency exponent",
-            "The first pair of columns is right but later pairs turn at the wrong speed: the "
-            "frequencies do not follow 1 / 10000^(2i/d) with i the pair index.",
+            "Some columns turn at the wrong speed: the frequencies do not follow 1 / 10000^(2i/d) "
+            "with i the pair index, one frequency shared by the two columns of a pair.",
             "Pair i (columns 2i and 2i+1) shares one angle, pos / 10000^(2i/d); "
             "np.arange(0, d, 2) already gives the 2i.",
             "sinusoidal",
@@ -483,6 +483,40 @@ def _bias_after_softmax(scores, head, n_heads, *, everywhere=False, absolute=Fal
     return weights + (bias if everywhere else np.where(distance >= 0, bias, 0.0))
 
 
+def _bias_multiplied_after_softmax(scores, head, n_heads):
+    """Causal weights of the plain scores times exp(-m_h (i - j)), not renormalised."""
+    distance = _distances(*scores.shape)  # (L, S)
+    return _causal_softmax(scores, distance) * np.exp(-_slope(head, n_heads) * np.maximum(distance, 0))
+
+
+def _own_key_excluded_models():
+    """The causal mask j < i: a query's own key blocked (a first query with no key: zeros or NaN)."""
+
+    def strict(scores, head, n_heads, empty):
+        distance = _distances(*scores.shape)  # (L, S)
+        allowed = distance > 0
+        filled = np.where(allowed, scores - _slope(head, n_heads) * distance, -np.inf)
+        top = np.where(allowed.any(-1, keepdims=True), filled.max(-1, keepdims=True), 0.0)
+        e = np.exp(filled - top)
+        total = e.sum(-1, keepdims=True)
+        if empty == "nan":
+            return e / total
+        return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+    return (lambda s, h, n: strict(s, h, n, "zeros"), lambda s, h, n: strict(s, h, n, "nan"))
+
+
+def _biased_scores_models():
+    """The biased scores returned in place of the weights (masked keys at -inf, at 0, or kept)."""
+    def biased(scores, head, n_heads):
+        return scores - _slope(head, n_heads) * _distances(*scores.shape)
+
+    def filled(fill):
+        return lambda s, h, n: np.where(_distances(*s.shape) >= 0, biased(s, h, n), fill)
+
+    return biased, filled(-np.inf), filled(0.0)
+
+
 def _shifted_by_bias(case: Case, got, expected) -> bool:
     """On the keys a query may see, the weights minus the plain causal weights are +-m_h (i - j)."""
     scores, head, n_heads = case.args
@@ -557,9 +591,26 @@ ALIBI_WEIGHTS = Exercise(
                     _bias_after_softmax,
                     lambda s, h, n: _bias_after_softmax(s, h, n, everywhere=True),
                     lambda s, h, n: _bias_after_softmax(s, h, n, everywhere=True, absolute=True),
+                    _bias_multiplied_after_softmax,
                 ),
                 shows(_shifted_by_bias),
             ),
+        ),
+        DiagnosisSpec(
+            "alibi_own_key_excluded", "Each query's own key blocked",
+            "The causal mask allows only the keys strictly before each query (j < i): a query loses its "
+            "own key, and a query with no earlier key is left with none. A causal query may attend to "
+            "itself: the distance i - j = 0 gets bias 0.",
+            "Allow key j when j <= i, with i = n_keys - n_queries + r for query row r.",
+            "alibi", matches_model(*_own_key_excluded_models()),
+        ),
+        DiagnosisSpec(
+            "alibi_scores_not_weights", "The biased scores returned, not the weights",
+            "The answer returns the scores with the bias added, scores - m_h (i - j): the step before "
+            "the softmax. The exercise asks for the attention weights, which are non-negative and sum "
+            "to one over the keys a query may see.",
+            "After adding the bias, fill the keys j > i with -inf and take the softmax of each row.",
+            "alibi", matches_model(*_biased_scores_models()),
         ),
         DiagnosisSpec(
             "alibi_wrong_head", "Another head's slope",

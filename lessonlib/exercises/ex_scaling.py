@@ -73,6 +73,11 @@ def _softmax_over_queries(q, k, v):
     return _attend(q, k, v, scale=1.0 / math.sqrt(k.shape[-1]), axis=-2)
 
 
+def _softmax_over_axis_one(q, k, v):
+    """axis=1: the key axis of one (L, S) matrix, the query axis once a batch axis comes first."""
+    return _attend(q, k, v, scale=1.0 / math.sqrt(k.shape[-1]), axis=1)
+
+
 def _weights_transposed(case: Case, got, expected) -> bool:
     w = expected[1]
     flipped = np.swapaxes(w, -1, -2)  # (..., S, L)
@@ -165,9 +170,11 @@ DIAGNOSES = (
     DiagnosisSpec(
         "softmax_over_queries", "Softmax over the query axis",
         "Each column of weights sums to one instead of each row: the softmax ran over the queries "
-        "(axis -2), so a query's weights are not a distribution over keys.",
+        "(axis -2), so a query's weights are not a distribution over keys. With axis=1 this happens "
+        "only once a batch axis comes first: axis 1 is the key axis of an (L, S) matrix, the query "
+        "axis of a (B, L, S) one.",
         "Normalise over the keys, the last axis: axis=-1 with keepdims=True.",
-        "fixture", matches_model(_softmax_over_queries),
+        "fixture", matches_model(_softmax_over_queries, _softmax_over_axis_one),
     ),
     DiagnosisSpec(
         "no_max_subtraction", "Softmax without subtracting the maximum",
@@ -232,6 +239,15 @@ Q1_CONTEXT = Exercise(
             "value.",
             "Only the two allowed keys share the weight: 1/2 each.",
             "second-fixture", matches_model(lambda: 8.0 / 3.0),
+        ),
+        DiagnosisSpec(
+            "q1_larger_value_wins", "The larger value taken whole",
+            "The answer is the larger of the two values, as if the key with the larger value got all "
+            "the weight. The weights come from the scores, not from the values: equal scores give equal "
+            "weights, whatever the values are, and the output is a weighted average of the values.",
+            "Find the weights first (equal scores, two allowed keys: 1/2 each), then average the values "
+            "with them.",
+            "convex", matches_model(lambda: 6.0),
         ),
     ),
     stub_hint="a number",
