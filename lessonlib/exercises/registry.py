@@ -123,7 +123,7 @@ Q6_RUBRIC = (
         ),
     ),
     RubricItem(
-        "Why a measurement on the task is not a guarantee",
+        "Whether the measurements settle the choice",
         (
             "No reason, or the answer says the unmasked models learned to ignore later tokens and so are safe.",
             "Says the mask prevents it, without saying how, or says accuracy is not enough without "
