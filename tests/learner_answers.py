@@ -590,3 +590,267 @@ LEARNER_WRONG = [
     ("changed_predictions", {"count_not_fraction"}, changed_count),
     ("changed_predictions", set(), changed_slice_short_unscored),
 ]
+
+
+# --- heads_by_slices (new) -------------------------------------------------------------------------
+
+
+def heads_loop(x, w_q, w_k, w_v, w_o, n_heads):
+    d_head = w_q.shape[1] // n_heads
+    heads = []
+    for h in range(n_heads):
+        cols = slice(h * d_head, (h + 1) * d_head)
+        q, k, v = x @ w_q[:, cols], x @ w_k[:, cols], x @ w_v[:, cols]
+        s = q @ k.T / math.sqrt(d_head)
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        heads.append((w / w.sum(axis=1, keepdims=True)) @ v)
+    return np.concatenate(heads, axis=1) @ w_o
+
+
+def heads_reshape(x, w_q, w_k, w_v, w_o, n_heads):
+    n = x.shape[0]
+
+    def split(m):
+        return (x @ m).reshape(n, n_heads, -1).transpose(1, 0, 2)  # (H, n, d_head)
+
+    q, k, v = split(w_q), split(w_k), split(w_v)
+    s = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return (w @ v).transpose(1, 0, 2).reshape(n, -1) @ w_o
+
+
+def heads_project_per_head(x, w_q, w_k, w_v, w_o, n_heads):
+    """Each head's output times its own rows of W_o, summed: the same as concatenating first."""
+    d_head = w_q.shape[1] // n_heads
+    out = 0.0
+    for h in range(n_heads):
+        c = slice(h * d_head, (h + 1) * d_head)
+        s = np.einsum("id,jd->ij", x @ w_q[:, c], x @ w_k[:, c]) / d_head ** 0.5
+        w = np.exp(s - s.max(-1, keepdims=True))
+        out = out + (w / w.sum(-1, keepdims=True)) @ (x @ w_v[:, c]) @ w_o[c]
+    return out
+
+
+def heads_one_big_head(x, w_q, w_k, w_v, w_o, n_heads):
+    s = (x @ w_q) @ (x @ w_k).T / math.sqrt(w_q.shape[1])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ (x @ w_v) @ w_o
+
+
+def heads_reshape_wrong_order(x, w_q, w_k, w_v, w_o, n_heads):
+    """reshape(n, d_head, H): each head gets every H-th column."""
+    n = x.shape[0]
+
+    def split(m):
+        return (x @ m).reshape(n, -1, n_heads).transpose(2, 0, 1)  # (H, n, d_head)
+
+    q, k, v = split(w_q), split(w_k), split(w_v)
+    s = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return (w @ v).transpose(1, 2, 0).reshape(n, -1) @ w_o
+
+
+def heads_scale_d_model(x, w_q, w_k, w_v, w_o, n_heads):
+    d_head = w_q.shape[1] // n_heads
+    heads = []
+    for h in range(n_heads):
+        cols = slice(h * d_head, (h + 1) * d_head)
+        s = (x @ w_q[:, cols]) @ (x @ w_k[:, cols]).T / math.sqrt(w_q.shape[1])
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        heads.append((w / w.sum(axis=1, keepdims=True)) @ (x @ w_v[:, cols]))
+    return np.concatenate(heads, axis=1) @ w_o
+
+
+def heads_no_w_o(x, w_q, w_k, w_v, w_o, n_heads):
+    return heads_reshape(x, w_q, w_k, w_v, np.eye(w_q.shape[1]), n_heads)
+
+
+def heads_averaged(x, w_q, w_k, w_v, w_o, n_heads):
+    """The heads' weights averaged into one map, then applied to all of V."""
+    d_head = w_q.shape[1] // n_heads
+    maps = []
+    for h in range(n_heads):
+        cols = slice(h * d_head, (h + 1) * d_head)
+        s = (x @ w_q[:, cols]) @ (x @ w_k[:, cols]).T / math.sqrt(d_head)
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        maps.append(w / w.sum(axis=1, keepdims=True))
+    return np.mean(maps, axis=0) @ (x @ w_v) @ w_o
+
+
+# --- saturated_share (new) -------------------------------------------------------------------------
+
+
+def saturated_vectorised(query, key, threshold):
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return float((w.max(axis=1) >= threshold).mean())
+
+
+def saturated_loop(query, key, threshold):
+    hits = 0
+    for q in query:
+        s = [float(q @ k) / math.sqrt(len(q)) for k in key]
+        top = max(s)
+        e = [math.exp(x - top) for x in s]
+        hits += max(e) / sum(e) >= threshold
+    return hits / len(query)
+
+
+def saturated_from_gap(query, key, threshold):
+    """Largest weight = 1 / sum exp(s_j - s_max), computed from the gaps to the top score."""
+    s = query @ key.T / math.sqrt(key.shape[-1])
+    top = 1.0 / np.exp(s - s.max(-1, keepdims=True)).sum(-1)
+    return np.count_nonzero(top >= threshold) / len(top)
+
+
+def saturated_unscaled(query, key, threshold):
+    s = query @ key.T
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return float((w.max(axis=1) >= threshold).mean())
+
+
+def saturated_count(query, key, threshold):
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return int((w.max(axis=1) >= threshold).sum())
+
+
+def saturated_mean_of_max(query, key, threshold):
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    return float((w / w.sum(axis=1, keepdims=True)).max(axis=1).mean())
+
+
+def saturated_all_weights(query, key, threshold):
+    """The share of all weights at or above the threshold, not of queries."""
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return float((w >= threshold).mean())
+
+
+def saturated_entropy(query, key, threshold):
+    """Low entropy taken for saturation: the share of rows with entropy below 1 - threshold."""
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    h = -(w * np.log(np.maximum(w, 1e-300))).sum(axis=1)
+    return float((h <= 1 - threshold).mean())
+
+
+# --- t5_bucket (new) -------------------------------------------------------------------------------
+
+
+def t5_vectorised(distance, n_buckets, max_distance):
+    d = np.asarray(distance)
+    exact = n_buckets // 2
+    log = exact + (np.log(np.maximum(d, 1) / exact) / math.log(max_distance / exact) * (n_buckets - exact)).astype(int)
+    return np.where(d < exact, d, np.minimum(log, n_buckets - 1))
+
+
+def t5_loop(distance, n_buckets, max_distance):
+    d = np.asarray(distance)
+    out = np.zeros(d.shape, dtype=int)
+    exact = n_buckets // 2
+    for idx in np.ndindex(*d.shape):
+        n = int(d[idx])
+        if n < exact:
+            out[idx] = n
+        else:
+            b = exact + int(math.log(n / exact) / math.log(max_distance / exact) * (n_buckets - exact))
+            out[idx] = min(b, n_buckets - 1)
+    return out
+
+
+def t5_floor_float(distance, n_buckets, max_distance):
+    """np.floor without a cast: the right buckets as floats."""
+    d = np.asarray(distance, dtype=float)
+    half = n_buckets // 2
+    with np.errstate(divide="ignore"):
+        log = half + np.floor(np.log(d / half) / np.log(max_distance / half) * (n_buckets - half))
+    return np.where(d < half, d, np.clip(log, None, n_buckets - 1))
+
+
+def t5_lesson_offset(distance, n_buckets, max_distance):
+    """The lesson's offset convention, key - query, applied to a distance that is query - key."""
+    d = np.maximum(-np.asarray(distance), 0)
+    return t5_vectorised(d, n_buckets, max_distance)
+
+
+def t5_bidirectional_half(distance, n_buckets, max_distance):
+    return t5_vectorised(distance, n_buckets // 2, max_distance)
+
+
+def t5_rounded(distance, n_buckets, max_distance):
+    d = np.asarray(distance)
+    exact = n_buckets // 2
+    log = exact + np.round(np.log(np.maximum(d, 1) / exact) / math.log(max_distance / exact) * (n_buckets - exact))
+    return np.where(d < exact, d, np.minimum(log, n_buckets - 1)).astype(int)
+
+
+def t5_unclipped(distance, n_buckets, max_distance):
+    d = np.asarray(distance)
+    exact = n_buckets // 2
+    log = exact + (np.log(np.maximum(d, 1) / exact) / math.log(max_distance / exact) * (n_buckets - exact)).astype(int)
+    return np.where(d < exact, d, log)
+
+
+def t5_log_of_max(distance, n_buckets, max_distance):
+    d = np.asarray(distance)
+    exact = n_buckets // 2
+    log = exact + (np.log(np.maximum(d, 1) / exact) / math.log(max_distance) * (n_buckets - exact)).astype(int)
+    return np.where(d < exact, d, np.minimum(log, n_buckets - 1))
+
+
+def t5_linear(distance, n_buckets, max_distance):
+    """Evenly spaced buckets up to max_distance: no log scale at all."""
+    d = np.asarray(distance)
+    return np.minimum(d * n_buckets // max_distance, n_buckets - 1)
+
+
+def t5_exact_all_the_way(distance, n_buckets, max_distance):
+    return np.minimum(np.asarray(distance), n_buckets - 1)
+
+
+LEARNER_WRONG += [
+    ("heads_by_slices", {"heads_not_split"}, heads_one_big_head),
+    ("heads_by_slices", {"heads_split_strided"}, heads_reshape_wrong_order),
+    ("heads_by_slices", {"heads_scaled_by_width"}, heads_scale_d_model),
+    ("heads_by_slices", {"output_projection_missing"}, heads_no_w_o),
+    ("heads_by_slices", set(), heads_averaged),
+    ("saturated_share", {"saturation_unscaled"}, saturated_unscaled),
+    ("saturated_share", {"saturation_count"}, saturated_count),
+    ("saturated_share", {"saturation_mean_weight"}, saturated_mean_of_max),
+    ("saturated_share", set(), saturated_all_weights),
+    ("saturated_share", set(), saturated_entropy),
+    ("t5_bucket", {"bucket_offset_sign"}, t5_lesson_offset),
+    ("t5_bucket", {"bucket_halved"}, t5_bidirectional_half),
+    ("t5_bucket", {"bucket_log_rounded"}, t5_rounded),
+    ("t5_bucket", {"bucket_not_clipped"}, t5_unclipped),
+    ("t5_bucket", {"bucket_log_range"}, t5_log_of_max),
+    ("t5_bucket", set(), t5_linear),
+    ("t5_bucket", set(), t5_exact_all_the_way),
+]
+
+
+def heads_unscaled(x, w_q, w_k, w_v, w_o, n_heads):
+    d_head = w_q.shape[1] // n_heads
+    heads = []
+    for h in range(n_heads):
+        cols = slice(h * d_head, (h + 1) * d_head)
+        s = (x @ w_q[:, cols]) @ (x @ w_k[:, cols]).T
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        heads.append((w / w.sum(axis=1, keepdims=True)) @ (x @ w_v[:, cols]))
+    return np.concatenate(heads, axis=1) @ w_o
+
+
+def saturated_over_queries(query, key, threshold):
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=0, keepdims=True))
+    w /= w.sum(axis=0, keepdims=True)
+    return float((w.max(axis=1) >= threshold).mean())

@@ -22,8 +22,14 @@ from lessonlib.exercises.ex_position import (
     APPLY_ROPE,
     IS_ORDER_SENSITIVE,
     SINUSOIDAL_POSITIONS,
+    T5_BUCKET,
 )
-from lessonlib.exercises.ex_scaling import Q1_CONTEXT, SCALED_DOT_PRODUCT_ATTENTION
+from lessonlib.exercises.ex_scaling import (
+    HEADS_BY_SLICES,
+    Q1_CONTEXT,
+    SATURATED_SHARE,
+    SCALED_DOT_PRODUCT_ATTENTION,
+)
 from lessonlib.exercises.ex_training import CHANGED_PREDICTIONS
 from lessonlib.exercises.sections import SECTIONS
 from lessonlib.exercises.spec import Case, DiagnosisSpec, Exercise
@@ -38,6 +44,7 @@ EXERCISES: dict[str, Exercise] = {
         EXCLUSION_EFFECTS,
         ALIBI_WEIGHTS,
         CHANGED_PREDICTIONS,
+        HEADS_BY_SLICES, SATURATED_SHARE, T5_BUCKET,
     )
 }
 
