@@ -157,6 +157,22 @@ def changed_predictions(logits, logits_changed, targets, last_kept):
     changed = logits.argmax(-1) != logits_changed.argmax(-1)
     return float(changed[:, : last_kept + 1].mean())  # the unscored positions counted too
 ''',
+    "heads_by_slices": '''
+def heads_by_slices(x, w_q, w_k, w_v, w_o, n_heads):
+    s = (x @ w_q) @ (x @ w_k).T / np.sqrt(w_q.shape[1])  # one head over every column
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ (x @ w_v) @ w_o
+''',
+    "saturated_share": '''
+def saturated_share(query, key, threshold):
+    s = query @ key.T  # not divided by sqrt(d_k)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return float(((w / w.sum(-1, keepdims=True)).max(-1) >= threshold).mean())
+''',
+    "t5_bucket": '''
+def t5_bucket(distance, n_buckets, max_distance):
+    return np.minimum(np.asarray(distance), n_buckets - 1)  # every distance exact: no log-spaced buckets
+''',
 }
 WRITTEN = ("A weight says how much one head mixed in a value, not what that value did to the prediction; "
            "to test a causal claim, ablate the key and measure the change.")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import learner_answers as learner
 import numpy as np
 
 # --- helpers shared by several answers ----------------------------------------------------------
@@ -1136,10 +1137,39 @@ CORRECT = {
     "exclusion_effects": [exclusion_delete, exclusion_minus_inf, exclusion_formula, exclusion_project_values_first],
     "alibi_weights": [alibi_w_where, alibi_w_loops, alibi_w_key_form],
     "changed_predictions": [changed_masks, changed_loops, changed_slices],
+    "heads_by_slices": [learner.heads_loop, learner.heads_reshape, learner.heads_project_per_head],
+    "saturated_share": [learner.saturated_vectorised, learner.saturated_loop, learner.saturated_from_gap],
+    "t5_bucket": [learner.t5_vectorised, learner.t5_loop, learner.t5_floor_float],
 }
 
 # (exercise, diagnosis name, wrong answer)
 WRONG = [
+    ("q1_context", "q1_larger_value_wins", 6.0),
+    ("mask_polarity", "polarity_from_empty_rows", learner.polarity_all_zero_row),
+    ("mask_polarity", "polarity_from_empty_rows", learner.polarity_two_empty_rows),
+    ("cached_causal_mask", "cache_causal_part_missing", learner.cached_padding_only),
+    ("cached_causal_mask", "cache_padding_off_by_one", learner.cached_first_real_blocked),
+    ("cached_causal_mask", "cache_positions_unpadded", learner.cached_positions_per_sequence),
+    ("exclusion_effects", "excluded_output_returned", learner.exclusion_without_subtracting),
+    ("alibi_weights", "alibi_own_key_excluded", learner.alibi_strictly_before),
+    ("alibi_weights", "alibi_after_softmax", learner.alibi_weights_times_bias),
+    ("alibi_weights", "alibi_scores_not_weights", learner.alibi_returns_scores),
+    ("changed_predictions", "compared_with_targets", learner.changed_right_or_wrong),
+    ("changed_predictions", "count_not_fraction", learner.changed_count),
+    ("heads_by_slices", "heads_not_split", learner.heads_one_big_head),
+    ("heads_by_slices", "heads_split_strided", learner.heads_reshape_wrong_order),
+    ("heads_by_slices", "heads_scaled_by_width", learner.heads_scale_d_model),
+    ("heads_by_slices", "heads_unscaled", learner.heads_unscaled),
+    ("heads_by_slices", "output_projection_missing", learner.heads_no_w_o),
+    ("saturated_share", "saturation_unscaled", learner.saturated_unscaled),
+    ("saturated_share", "saturation_over_queries", learner.saturated_over_queries),
+    ("saturated_share", "saturation_count", learner.saturated_count),
+    ("saturated_share", "saturation_mean_weight", learner.saturated_mean_of_max),
+    ("t5_bucket", "bucket_offset_sign", learner.t5_lesson_offset),
+    ("t5_bucket", "bucket_halved", learner.t5_bidirectional_half),
+    ("t5_bucket", "bucket_log_rounded", learner.t5_rounded),
+    ("t5_bucket", "bucket_not_clipped", learner.t5_unclipped),
+    ("t5_bucket", "bucket_log_range", learner.t5_log_of_max),
     ("scaled_dot_product_attention", "missing_scale", sdpa_missing_scale),
     ("scaled_dot_product_attention", "scaled_by_d_k", sdpa_scaled_by_d_k),
     ("scaled_dot_product_attention", "scaled_by_value_width", sdpa_scaled_by_value_width),

@@ -60,6 +60,18 @@ def _not_renormalised(query, keys, values, w_o):
     return w * np.linalg.norm(values @ w_o, axis=-1)
 
 
+def _excluded_output(query, keys, values, w_o):
+    """|o_(-j) W_o|: the length of the output without key j, not how far it moved."""
+    out = _weights(query, keys) @ values  # (d_v,)
+    return np.linalg.norm((out + _moves(query, keys, values)) @ w_o, axis=-1)
+
+
+def _excluded_output_unprojected(query, keys, values, w_o):
+    """|o_(-j)|: the output without key j, neither subtracted nor projected."""
+    out = _weights(query, keys) @ values
+    return np.linalg.norm(out + _moves(query, keys, values), axis=-1)
+
+
 def _zeroed_key(query, keys, values, w_o):
     """Key vector j set to zero: its score becomes 0, and it still gets weight."""
     out = _weights(query, keys) @ values
@@ -138,6 +150,14 @@ EXCLUSION_EFFECTS = Exercise(
             "elsewhere and keep its length.",
             "Subtract first, then take the norm: np.linalg.norm((output_without_j - output) @ w_o).",
             "exclusion", matches_model(_difference_of_norms, lambda *a: np.abs(_difference_of_norms(*a))),
+        ),
+        DiagnosisSpec(
+            "excluded_output_returned", "The output without the key, not its change",
+            "The answer returns the length of the output computed without key j, |o_(-j) W_o|, and "
+            "does not subtract the full output o W_o. That length is large for every key, whatever the "
+            "key did: the effect of excluding a key is how far the output moved, new minus old.",
+            "Compute the full output once, then for each key: np.linalg.norm((output_without_j - output) @ w_o).",
+            "exclusion", matches_model(_excluded_output, _excluded_output_unprojected),
         ),
         DiagnosisSpec(
             "exclusion_not_renormalised", "Excluded after the softmax, without renormalising",

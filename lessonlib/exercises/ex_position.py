@@ -110,8 +110,8 @@ SINUSOIDAL_POSITIONS = Exercise(
         ),
         DiagnosisSpec(
             "wrong_frequency_exponent", "Wrong frequency exponent",
-            "The first pair of columns is right but later pairs turn at the wrong speed: the "
-            "frequencies do not follow 1 / 10000^(2i/d) with i the pair index.",
+            "Some columns turn at the wrong speed: the frequencies do not follow 1 / 10000^(2i/d) "
+            "with i the pair index, one frequency shared by the two columns of a pair.",
             "Pair i (columns 2i and 2i+1) shares one angle, pos / 10000^(2i/d); "
             "np.arange(0, d, 2) already gives the 2i.",
             "sinusoidal",
@@ -483,6 +483,40 @@ def _bias_after_softmax(scores, head, n_heads, *, everywhere=False, absolute=Fal
     return weights + (bias if everywhere else np.where(distance >= 0, bias, 0.0))
 
 
+def _bias_multiplied_after_softmax(scores, head, n_heads):
+    """Causal weights of the plain scores times exp(-m_h (i - j)), not renormalised."""
+    distance = _distances(*scores.shape)  # (L, S)
+    return _causal_softmax(scores, distance) * np.exp(-_slope(head, n_heads) * np.maximum(distance, 0))
+
+
+def _own_key_excluded_models():
+    """The causal mask j < i: a query's own key blocked (a first query with no key: zeros or NaN)."""
+
+    def strict(scores, head, n_heads, empty):
+        distance = _distances(*scores.shape)  # (L, S)
+        allowed = distance > 0
+        filled = np.where(allowed, scores - _slope(head, n_heads) * distance, -np.inf)
+        top = np.where(allowed.any(-1, keepdims=True), filled.max(-1, keepdims=True), 0.0)
+        e = np.exp(filled - top)
+        total = e.sum(-1, keepdims=True)
+        if empty == "nan":
+            return e / total
+        return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+    return (lambda s, h, n: strict(s, h, n, "zeros"), lambda s, h, n: strict(s, h, n, "nan"))
+
+
+def _biased_scores_models():
+    """The biased scores returned in place of the weights (masked keys at -inf, at 0, or kept)."""
+    def biased(scores, head, n_heads):
+        return scores - _slope(head, n_heads) * _distances(*scores.shape)
+
+    def filled(fill):
+        return lambda s, h, n: np.where(_distances(*s.shape) >= 0, biased(s, h, n), fill)
+
+    return biased, filled(-np.inf), filled(0.0)
+
+
 def _shifted_by_bias(case: Case, got, expected) -> bool:
     """On the keys a query may see, the weights minus the plain causal weights are +-m_h (i - j)."""
     scores, head, n_heads = case.args
@@ -557,9 +591,26 @@ ALIBI_WEIGHTS = Exercise(
                     _bias_after_softmax,
                     lambda s, h, n: _bias_after_softmax(s, h, n, everywhere=True),
                     lambda s, h, n: _bias_after_softmax(s, h, n, everywhere=True, absolute=True),
+                    _bias_multiplied_after_softmax,
                 ),
                 shows(_shifted_by_bias),
             ),
+        ),
+        DiagnosisSpec(
+            "alibi_own_key_excluded", "Each query's own key blocked",
+            "The causal mask allows only the keys strictly before each query (j < i): a query loses its "
+            "own key, and a query with no earlier key is left with none. A causal query may attend to "
+            "itself: the distance i - j = 0 gets bias 0.",
+            "Allow key j when j <= i, with i = n_keys - n_queries + r for query row r.",
+            "alibi", matches_model(*_own_key_excluded_models()),
+        ),
+        DiagnosisSpec(
+            "alibi_scores_not_weights", "The biased scores returned, not the weights",
+            "The answer returns the scores with the bias added, scores - m_h (i - j): the step before "
+            "the softmax. The exercise asks for the attention weights, which are non-negative and sum "
+            "to one over the keys a query may see.",
+            "After adding the bias, fill the keys j > i with -inf and take the softmax of each row.",
+            "alibi", matches_model(*_biased_scores_models()),
         ),
         DiagnosisSpec(
             "alibi_wrong_head", "Another head's slope",
@@ -613,4 +664,119 @@ ALIBI_WEIGHTS = Exercise(
         ),
     ),
     stub_hint="subtract the head's slope times the distance i - j, then a causal softmax",
+)
+
+
+# --- t5_bucket: T5's buckets, for a causal model, distances counted backwards ----------------------
+
+
+def t5_bucket_reference(distance: np.ndarray, n_buckets: int, max_distance: int) -> np.ndarray:
+    """Bucket of each distance d = query position - key position >= 0, one direction (causal):
+    d itself below n_buckets // 2, then log-spaced up to max_distance, then the last bucket."""
+    from lessonlib.position import relative_position_bucket
+
+    return relative_position_bucket(-np.asarray(distance), bidirectional=False, n_buckets=n_buckets,
+                                    max_distance=max_distance)
+
+
+def _t5_log_part(distance, n_buckets, max_distance, *, exact=None, rounding=np.floor, clip=True, log_range=None):
+    d = np.asarray(distance)
+    exact = n_buckets // 2 if exact is None else exact
+    log_range = max_distance / exact if log_range is None else log_range
+    log = exact + rounding(np.log(np.maximum(d, 1) / exact) / np.log(log_range) * (n_buckets - exact))
+    log = log.astype(d.dtype)
+    if clip:
+        log = np.minimum(log, n_buckets - 1)
+    return np.where(d < exact, d, log)
+
+
+def _t5_case(distance: np.ndarray, n_buckets: int, max_distance: int, text: str) -> Case:
+    return Case("", f"{text}, n_buckets {n_buckets}, max_distance {max_distance}",
+                (np.asarray(distance, dtype=np.int64), n_buckets, max_distance))
+
+
+def t5_bucket_public() -> list[Case]:
+    return numbered([
+        _t5_case(np.arange(12), 8, 20, "distances 0 .. 11"),
+        _t5_case(np.array([0, 1, 7, 8, 9, 15, 16, 30, 31, 60, 127, 128, 500]), 16, 128, "13 distances from 0 to 500"),
+        _t5_case((np.arange(24).reshape(4, 6) * 7) % 90, 32, 40, "a (4, 6) array of distances"),
+    ])
+
+
+T5_HIDDEN = ((8, 16), (16, 64), (32, 128), (12, 30))  # n_buckets, max_distance
+
+
+def _rounded_up(n_buckets: int, max_distance: int) -> int:
+    """The first distance whose place on the log scale has a fractional part of at least 1/2."""
+    exact = n_buckets // 2
+    d = np.arange(exact, max_distance)
+    place = np.log(d / exact) / np.log(max_distance / exact) * (n_buckets - exact)
+    return int(d[np.argmax(place - np.floor(place) >= 0.5)])
+
+
+def t5_bucket_hidden(rng: np.random.Generator) -> list[Case]:
+    """Every seed holds, in each case and at places drawn from it: 0, the last exact distance, the
+    first log-spaced one, one that rounding moves up a bucket and one past max_distance."""
+    cases = []
+    for n_buckets, max_distance in T5_HIDDEN:
+        d = rng.integers(0, 3 * max_distance, size=12)
+        d[:5] = [0, n_buckets // 2 - 1, n_buckets // 2, _rounded_up(n_buckets, max_distance), 2 * max_distance]
+        cases.append(_t5_case(d[rng.permutation(d.size)], n_buckets, max_distance, "12 distances"))
+    return cases
+
+
+T5_BUCKET = Exercise(
+    name="t5_bucket",
+    notebook=NOTEBOOK,
+    signature="t5_bucket(distance, n_buckets, max_distance) -> integer array shaped like distance",
+    points=2,
+    reference=t5_bucket_reference,
+    output=ArrayOutput("float"),
+    public=t5_bucket_public,
+    hidden=t5_bucket_hidden,
+    diagnoses=(
+        DiagnosisSpec(
+            "bucket_offset_sign", "Distances read as key minus query",
+            "Every distance falls in bucket 0: the answer negated the distance (as for an offset key - "
+            "query) and then clipped the negative values to 0. Here the distance is already query - key, "
+            "0 or more for every key a causal query sees.",
+            "Use the distance as given: d = distance, with d >= 0.",
+            "t5-buckets", matches_model(lambda d, n, m: np.zeros_like(np.asarray(d))),
+        ),
+        DiagnosisSpec(
+            "bucket_halved", "Half the buckets used",
+            "The buckets are those of n_buckets // 2: the bidirectional rule, which keeps half of the "
+            "buckets for keys after the query. A causal model sees no such key and uses all n_buckets "
+            "for the past.",
+            "Exact buckets for d < n_buckets // 2; the log-spaced ones fill the rest, up to n_buckets - 1.",
+            "t5-buckets", matches_model(lambda d, n, m: t5_bucket_reference(d, n // 2, m)),
+        ),
+        DiagnosisSpec(
+            "bucket_log_rounded", "The log-spaced bucket rounded, not floored",
+            "The log-spaced buckets are one too high for some distances: the position on the log scale "
+            "was rounded to the nearest integer (or rounded up), where T5 truncates it.",
+            "Truncate: exact + int(log(d / exact) / log(max_distance / exact) * (n_buckets - exact)), "
+            "or np.floor(...).astype(int).",
+            "t5-buckets",
+            matches_model(lambda d, n, m: _t5_log_part(d, n, m, rounding=np.round),
+                          lambda d, n, m: _t5_log_part(d, n, m, rounding=np.ceil)),
+        ),
+        DiagnosisSpec(
+            "bucket_not_clipped", "Far distances beyond the last bucket",
+            "Distances past max_distance get bucket numbers of n_buckets or more: the last bucket is "
+            "meant to hold every distance from about max_distance on.",
+            "Clip the log-spaced bucket: np.minimum(bucket, n_buckets - 1).",
+            "t5-buckets", matches_model(lambda d, n, m: _t5_log_part(d, n, m, clip=False)),
+        ),
+        DiagnosisSpec(
+            "bucket_log_range", "The log scale measured from distance 1",
+            "The log-spaced part divides by log(max_distance) instead of log(max_distance / exact): it "
+            "treats the scale as starting at distance 1, while it starts where the exact buckets end, "
+            "at d = n_buckets // 2. The buckets then fill too slowly.",
+            "The log part is exact + log(d / exact) / log(max_distance / exact) * (n_buckets - exact), "
+            "with exact = n_buckets // 2.",
+            "t5-buckets", matches_model(lambda d, n, m: _t5_log_part(d, n, m, log_range=m)),
+        ),
+    ),
+    stub_hint="bucket d below n_buckets // 2, then log-spaced buckets up to max_distance (rounded down), then the last",
 )

@@ -50,6 +50,41 @@ def _logits_for_predictions(logits, logits_changed, targets, last_kept):
     return _fraction(moved, kept[None, :] & (targets >= 0))
 
 
+def _compared_with_targets_models():
+    """Right-or-wrong compared with the targets, in each run, instead of the two runs' predictions."""
+
+    def correctness_changed(logits, logits_changed, targets, last_kept):
+        right = logits.argmax(axis=-1) == targets  # (B, L)
+        right_changed = logits_changed.argmax(axis=-1) == targets
+        kept = np.arange(logits.shape[1]) <= last_kept
+        return _fraction(right != right_changed, kept[None, :] & (targets >= 0))
+
+    def accuracy_gap(logits, logits_changed, targets, last_kept):
+        counted = (np.arange(logits.shape[1]) <= last_kept)[None, :] & (targets >= 0)
+        right = _fraction(logits.argmax(axis=-1) == targets, counted)
+        return abs(right - _fraction(logits_changed.argmax(axis=-1) == targets, counted))
+
+    def wrong_after(logits, logits_changed, targets, last_kept):
+        counted = (np.arange(logits.shape[1]) <= last_kept)[None, :] & (targets >= 0)
+        return _fraction(logits_changed.argmax(axis=-1) != targets, counted)
+
+    return correctness_changed, accuracy_gap, wrong_after
+
+
+def _count_models():
+    """How many predictions changed, not which share of the counted ones."""
+
+    def count(logits, logits_changed, targets, last_kept):
+        changed = logits.argmax(axis=-1) != logits_changed.argmax(axis=-1)
+        kept = np.arange(logits.shape[1]) <= last_kept
+        return int(changed[kept[None, :] & (targets >= 0)].sum())
+
+    def per_sequence(logits, logits_changed, targets, last_kept):
+        return count(logits, logits_changed, targets, last_kept) / logits.shape[0]
+
+    return count, per_sequence
+
+
 def _pair(rng: np.random.Generator, batch: int, length: int, vocab: int, unscored: int,
           last_kept: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Logits of two runs and the targets (B, L): at each position the second run's logits are the
@@ -133,6 +168,25 @@ CHANGED_PREDICTIONS = Exercise(
             "sees its own key, so position last_kept belongs to the positions that must not change.",
             "Include last_kept: positions i with i <= last_kept.",
             "causality-test", matches_model(_own_position_left_out),
+        ),
+        DiagnosisSpec(
+            "compared_with_targets", "Right-or-wrong compared, not the two predictions",
+            "The answer compares each run with the targets (right or wrong) instead of comparing the "
+            "two runs with each other. A prediction can change from one wrong token to another, and "
+            "then right-or-wrong does not change: the question is whether later tokens moved the "
+            "prediction at all, not whether it was correct.",
+            "Compare the two predictions directly: logits.argmax(axis=-1) != logits_changed.argmax(axis=-1); "
+            "use the targets only to know which positions are scored (target -1: not scored).",
+            "training-causal", matches_model(*_compared_with_targets_models()),
+        ),
+        DiagnosisSpec(
+            "count_not_fraction", "A count instead of a share",
+            "The answer is the number of changed predictions (or that number per sequence), not their "
+            "share among the counted positions. A count grows with the batch and the length, so two "
+            "models or two lengths cannot be compared by it.",
+            "Divide by the number of counted positions: the mean of the changed flags over the scored "
+            "positions up to last_kept.",
+            "training-causal", matches_model(*_count_models()),
         ),
         DiagnosisSpec(
             "logits_for_predictions", "Any moved logit counted as a changed prediction",

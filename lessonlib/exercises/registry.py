@@ -22,8 +22,14 @@ from lessonlib.exercises.ex_position import (
     APPLY_ROPE,
     IS_ORDER_SENSITIVE,
     SINUSOIDAL_POSITIONS,
+    T5_BUCKET,
 )
-from lessonlib.exercises.ex_scaling import Q1_CONTEXT, SCALED_DOT_PRODUCT_ATTENTION
+from lessonlib.exercises.ex_scaling import (
+    HEADS_BY_SLICES,
+    Q1_CONTEXT,
+    SATURATED_SHARE,
+    SCALED_DOT_PRODUCT_ATTENTION,
+)
 from lessonlib.exercises.ex_training import CHANGED_PREDICTIONS
 from lessonlib.exercises.sections import SECTIONS
 from lessonlib.exercises.spec import Case, DiagnosisSpec, Exercise
@@ -38,6 +44,7 @@ EXERCISES: dict[str, Exercise] = {
         EXCLUSION_EFFECTS,
         ALIBI_WEIGHTS,
         CHANGED_PREDICTIONS,
+        HEADS_BY_SLICES, SATURATED_SHARE, T5_BUCKET,
     )
 }
 
@@ -123,7 +130,7 @@ Q6_RUBRIC = (
         ),
     ),
     RubricItem(
-        "Why a measurement on the task is not a guarantee",
+        "Whether the measurements settle the choice",
         (
             "No reason, or the answer says the unmasked models learned to ignore later tokens and so are safe.",
             "Says the mask prevents it, without saying how, or says accuracy is not enough without "

@@ -49,6 +49,8 @@ SECTIONS: dict[str, Section] = {
     "probe": Section(MASKING, "Going deeper: probing a library with a tiny case"),
     "permutation": Section(POSITION, "Without position, order is invisible"),
     "sinusoidal": Section(POSITION, "Absolute sinusoidal positions"),
+    "t5-buckets": Section(POSITION, "Relative-position bias (T5-style buckets)"),
+    "multi-head": Section(SCALING, "Multi-head attention: the same operation in several learned subspaces"),
     "alibi": Section(POSITION, "ALiBi: a fixed linear penalty on distance"),
     "rope": Section(POSITION, "RoPE: rotate the queries and keys"),
     "score-bytes": Section(COST, "Count the bytes first"),

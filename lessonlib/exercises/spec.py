@@ -418,20 +418,30 @@ def matches_model(*models: Callable[..., Any], tags: Sequence[str] | None = None
 
     A case counts only when it failed and the model's output differs from the expected one there
     (so the case can tell the two apart). Several models may describe variants of one mistake.
+    A model is claimed only when the answer does what it predicts on every case that tells the two
+    apart: a case where the model would go wrong and the answer did something else (or was right)
+    contradicts it, and then the model names nothing.
     """
     wanted = frozenset(tags) if tags is not None else None
 
     def detect(records: Sequence[Record]) -> list[str]:
-        hits = []
-        for r in _candidates(records, wanted):
-            for model in models:
+        hits: list[str] = []
+        for model in models:
+            found, contradicted = [], False
+            for r in records:
+                if wanted is not None and not wanted & r.case.tags:
+                    continue
                 predicted = _quiet(model, *r.case.args)
                 if predicted is None or close(predicted, r.expected) or not _some_finite(predicted):
                     continue  # the case cannot tell this mistake apart (or only from NaN everywhere)
-                if close(r.got, predicted):
-                    hits.append(r.case.id)
+                if r.passed or r.got is None or not close(r.got, predicted):
+                    contradicted = True
                     break
-        return hits
+                found.append(r.case.id)
+            if not contradicted:
+                hits += [h for h in found if h not in hits]
+        order = {r.case.id: i for i, r in enumerate(records)}
+        return sorted(hits, key=order.get)
 
     return detect
 

@@ -1,0 +1,856 @@
+"""Wrong answers written from each exercise's prompt alone, as a learner would write them.
+
+They are not the checker's models: each is what someone who read only the prompt plausibly
+writes, in their own style. ``LEARNER_WRONG`` pairs each with the diagnoses it must get: the
+name of its mistake, or nothing ("no known misconception") when no diagnosis fits it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# --- scaled_dot_product_attention ------------------------------------------------------------------
+
+
+def sdpa_axis_one(query, key, value):
+    """Softmax along axis=1, right for one (L, S) matrix, the query axis once a batch axis comes first."""
+    scores = query @ np.swapaxes(key, -1, -2) / np.sqrt(key.shape[-1])
+    e = np.exp(scores - scores.max(axis=1, keepdims=True))
+    w = e / e.sum(axis=1, keepdims=True)
+    return w @ value, w
+
+
+def sdpa_scale_by_length(query, key, value):
+    """Divided by the square root of the number of keys."""
+    scores = query @ np.swapaxes(key, -1, -2) / np.sqrt(key.shape[-2])
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    w = e / e.sum(axis=-1, keepdims=True)
+    return w @ value, w
+
+
+def sdpa_order_swapped(query, key, value):
+    scores = query @ np.swapaxes(key, -1, -2) / math.sqrt(key.shape[-1])
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    w = e / e.sum(axis=-1, keepdims=True)
+    return w, w @ value  # (weights, output)
+
+
+def sdpa_plain_exp(query, key, value):
+    """No shift before exp."""
+    w = np.exp(np.matmul(query, np.swapaxes(key, -1, -2)) / key.shape[-1] ** 0.5)
+    w = w / np.sum(w, axis=-1, keepdims=True)
+    return np.matmul(w, value), w
+
+
+# --- masked_softmax --------------------------------------------------------------------------------
+
+
+def masked_big_negative(scores, allowed):
+    s = np.where(allowed, scores, -1e4)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def masked_where_swapped(scores, allowed):
+    s = np.where(allowed, -np.inf, scores)  # the arguments of np.where in the wrong order
+    top = np.max(s, axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(top), top, 0.0))
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def masked_multiply_probabilities(scores, allowed):
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    p = e / e.sum(axis=-1, keepdims=True)
+    return p * allowed
+
+
+def masked_nan_left(scores, allowed):
+    s = np.where(allowed, scores, -np.inf)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# --- causal_mask -----------------------------------------------------------------------------------
+
+
+def causal_sees_next(length):
+    return np.tril(np.ones((length, length)), k=1).astype(bool)
+
+
+def causal_upper_compare(length):
+    i = np.arange(length)
+    return i[:, None] <= i[None, :]  # key j allowed when j >= i
+
+
+def causal_strict_compare(length):
+    i = np.arange(length)
+    return i[None, :] < i[:, None]
+
+
+def causal_identity(length):
+    return np.eye(length, dtype=bool)
+
+
+# --- padding_mask ----------------------------------------------------------------------------------
+
+
+def padding_left_aligned(lengths, max_length):
+    """The real tokens taken to be the last ones (left padding)."""
+    return np.arange(max_length)[None, :] >= max_length - np.asarray(lengths)[:, None]
+
+
+def padding_lists_of_ints(lengths, max_length):
+    return np.array([[1] * n + [0] * (max_length - n) for n in lengths])
+
+
+def padding_marks_pads(lengths, max_length):
+    mask = np.zeros((len(lengths), max_length), dtype=bool)
+    for b, n in enumerate(lengths):
+        mask[b, n:] = True
+    return mask
+
+
+# --- cached_causal_mask ----------------------------------------------------------------------------
+
+
+def cached_first_real_blocked(lengths, n_queries):
+    lengths = np.asarray(lengths)
+    s = lengths.max()
+    keys = np.arange(s)
+    real = keys[None, :] > s - lengths[:, None]  # > where >= is meant
+    causal = keys[None, :] <= (s - n_queries + np.arange(n_queries))[:, None]
+    return real[:, None, :] & causal[None]
+
+
+def cached_positions_per_sequence(lengths, n_queries):
+    """Each query at its position in its own sequence, lengths[b] - n_queries + i."""
+    s = int(max(lengths))
+    out = np.zeros((len(lengths), n_queries, s), dtype=bool)
+    for b, n in enumerate(lengths):
+        for i in range(n_queries):
+            pos = n - n_queries + i
+            for j in range(s):
+                out[b, i, j] = j >= s - n and j <= pos
+    return out
+
+
+def cached_padding_only(lengths, n_queries):
+    s = int(np.max(lengths))
+    real = np.arange(s)[None, :] >= s - np.asarray(lengths)[:, None]  # (B, S)
+    return np.repeat(real[:, None, :], n_queries, axis=1)
+
+
+def cached_square_tail_no_padding(lengths, n_queries):
+    s = int(np.max(lengths))
+    rows = np.tril(np.ones((s, s), dtype=bool))[-n_queries:]
+    return np.stack([rows] * len(lengths))
+
+
+# --- sinusoidal_positions --------------------------------------------------------------------------
+
+
+def sinusoid_per_dimension_frequency(n_positions, d_model):
+    """Each dimension j gets its own frequency 10000^(-j/d): the cosines one step off."""
+    j = np.arange(d_model)
+    angle = np.arange(n_positions)[:, None] / 10000 ** (j / d_model)
+    return np.where(j % 2 == 0, np.sin(angle), np.cos(angle))
+
+
+def sinusoid_sine_only(n_positions, d_model):
+    angle = np.arange(n_positions)[:, None] / 10000 ** (2 * (np.arange(d_model) // 2) / d_model)
+    return np.sin(angle)
+
+
+def sinusoid_cos_first(n_positions, d_model):
+    pe = np.zeros((n_positions, d_model))
+    for p in range(n_positions):
+        for i in range(0, d_model, 2):
+            pe[p, i] = math.cos(p / 10000 ** (i / d_model))
+            pe[p, i + 1] = math.sin(p / 10000 ** (i / d_model))
+    return pe
+
+
+# --- apply_rope ------------------------------------------------------------------------------------
+
+
+def rope_clockwise(x, positions):
+    d = x.shape[-1]
+    theta = np.asarray(positions, dtype=float)[:, None] * 10000.0 ** (-np.arange(0, d, 2) / d)
+    even, odd = x[..., ::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., ::2] = even * np.cos(theta) + odd * np.sin(theta)
+    out[..., 1::2] = -even * np.sin(theta) + odd * np.cos(theta)
+    return out
+
+
+def rope_rotate_half(x, positions):
+    """The rotate_half form of the Llama code: pairs (i, i + d/2)."""
+    d = x.shape[-1]
+    theta = np.asarray(positions, dtype=float)[:, None] * 10000.0 ** (-np.arange(0, d, 2) / d)
+    cos, sin = np.concatenate([np.cos(theta)] * 2, -1), np.concatenate([np.sin(theta)] * 2, -1)
+    rotated = np.concatenate([-x[..., d // 2:], x[..., : d // 2]], axis=-1)
+    return x * cos + rotated * sin
+
+
+def rope_no_frequencies(x, positions):
+    theta = np.asarray(positions, dtype=float)[:, None] * np.ones(x.shape[-1] // 2)
+    even, odd = x[..., ::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., ::2] = even * np.cos(theta) - odd * np.sin(theta)
+    out[..., 1::2] = even * np.sin(theta) + odd * np.cos(theta)
+    return out
+
+
+# --- score_matrix_bytes ----------------------------------------------------------------------------
+
+
+def bytes_true_division(batch, heads, length, bytes_per_element):
+    return batch * heads * length**2 * bytes_per_element / 1
+
+
+def bytes_without_dtype(batch, heads, length, bytes_per_element):
+    return batch * heads * length**2
+
+
+def bytes_in_bits(batch, heads, length, bytes_per_element):
+    return batch * heads * length**2 * bytes_per_element * 8
+
+
+def bytes_one_head(batch, heads, length, bytes_per_element):
+    return int(batch * length * length * bytes_per_element)
+
+
+# --- tiled_attention -------------------------------------------------------------------------------
+
+
+def _tiled(query, key, value, block_size, *, stop=None, scale=None, rescale=True):
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    n_k = key.shape[-2]
+    stop = n_k if stop is None else stop
+    m = np.full(query.shape[:-1], -np.inf)
+    denom = np.zeros(query.shape[:-1])
+    acc = np.zeros(query.shape[:-1] + (value.shape[-1],))
+    for k0 in range(0, stop, block_size):
+        s = query @ np.swapaxes(key[..., k0:k0 + block_size, :], -1, -2) * scale
+        m_new = np.maximum(m, s.max(-1))
+        p = np.exp(s - m_new[..., None])
+        c = np.exp(m - m_new) if rescale else 1.0
+        denom = denom * c + p.sum(-1)
+        acc = acc * (c[..., None] if rescale else 1.0) + p @ value[..., k0:k0 + block_size, :]
+        m = m_new
+    return acc / denom[..., None]
+
+
+def tiled_whole_blocks_only(query, key, value, block_size):
+    """range(0, S - block_size + 1, block_size): the last, shorter block never read."""
+    n_k = key.shape[-2]
+    return _tiled(query, key, value, block_size, stop=max(n_k - block_size + 1, 1))
+
+
+def tiled_sums_not_rescaled(query, key, value, block_size):
+    return _tiled(query, key, value, block_size, rescale=False)
+
+
+def tiled_no_scale(query, key, value, block_size):
+    return _tiled(query, key, value, block_size, scale=1.0)
+
+
+# --- leaks_future ----------------------------------------------------------------------------------
+
+
+def leaks_all_equal(layer, length, n_queries, d_model):
+    x = np.random.default_rng(1).standard_normal((length, d_model))
+    out = layer(x)
+    start = length - n_queries
+    for t in range(length):
+        x2 = x.copy()
+        x2[t] = x2[t] * 2 + 1
+        out2 = layer(x2)
+        earlier = [r for r in range(n_queries) if start + r < t]
+        if earlier and not (out2[earlier] == out[earlier]).all():
+            return True
+    return False
+
+
+def leaks_whole_output(layer, length, n_queries, d_model):
+    """Any change of the output after a change of the input at t > 0."""
+    x = np.random.default_rng(1).standard_normal((length, d_model))
+    out = layer(x)
+    for t in range(1, length):
+        x2 = x.copy()
+        x2[t] += 1
+        if not np.allclose(layer(x2), out):
+            return True
+    return False
+
+
+def leaks_rows_from_zero(layer, length, n_queries, d_model):
+    x = np.random.default_rng(2).standard_normal((length, d_model))
+    out = layer(x)
+    for t in range(length):
+        x2 = x.copy()
+        x2[t] = 0.0
+        if t > 0 and np.abs(layer(x2)[:t] - out[:t]).max() > 1e-9:
+            return True
+    return False
+
+
+def leaks_first_position_only(layer, length, n_queries, d_model):
+    """Changes position 0 only: nothing is before it, so no leak is ever found."""
+    x = np.random.default_rng(1).standard_normal((length, d_model))
+    x2 = x.copy()
+    x2[0] += 1
+    first = length - n_queries
+    return not np.allclose(layer(x2)[:max(0 - first, 0)], layer(x)[:max(0 - first, 0)])
+
+
+# --- mask_polarity ---------------------------------------------------------------------------------
+
+
+def polarity_all_zero_row(attention_fn):
+    """A row of zeros: NaN or zeros back means zero blocks every key, so nonzero attends."""
+    out = attention_fn(np.zeros((1, 1, 2)), np.zeros((1, 2, 2)), np.array([[[1.0], [3.0]]]), np.zeros((1, 2)))
+    out = np.asarray(out, dtype=float)
+    if np.isnan(out).any() or np.all(out == 0):
+        return "attend"
+    return "blocked"
+
+
+def polarity_all_one_row(attention_fn):
+    out = np.asarray(attention_fn(np.ones((1, 1, 4)), np.ones((1, 3, 4)), np.ones((1, 3, 2)), np.ones((1, 3))),
+                     dtype=float)
+    if np.isnan(out).any() or np.abs(out).max() < 1e-6:
+        return "blocked"
+    return "attend"
+
+
+def polarity_two_empty_rows(attention_fn):
+    """Zeros, then ones: whichever row comes back empty says what the number means."""
+    def empty(number):
+        out = np.asarray(attention_fn(np.zeros((1, 1, 2)), np.zeros((1, 2, 2)), np.eye(2)[None],
+                                      np.full((1, 2), number)), dtype=float)
+        return bool(np.isnan(out).any() or np.allclose(out, 0))
+    if empty(0.0):
+        return "attend"
+    if empty(1.0):
+        return "blocked"
+    return "additive"
+
+
+def polarity_boolean_only(attention_fn):
+    """Never considers an additive mask."""
+    w = np.asarray(attention_fn(np.zeros((1, 1, 2)), np.zeros((1, 2, 2)), np.eye(2)[None], np.array([[0.0, 1.0]])),
+                   dtype=float)[0, 0]
+    return "attend" if w[1] > w[0] else "blocked"
+
+
+# --- is_order_sensitive ----------------------------------------------------------------------------
+
+
+def order_permuted_twice(layer, x):
+    """The permutation applied to the output again instead of undone (its inverse is argsort(perm))."""
+    perm = np.array([1, 2, 0] + list(range(3, x.shape[1]))) if x.shape[1] >= 3 else np.arange(x.shape[1])[::-1]
+    return not np.allclose(layer(x[:, perm])[:, perm], layer(x))
+
+
+def order_not_undone_flip(layer, x):
+    return not np.allclose(layer(x[:, ::-1]), layer(x))
+
+
+def order_array_equal(layer, x):
+    perm = np.random.default_rng(0).permutation(x.shape[1])
+    return not np.array_equal(layer(x[:, perm]), layer(x)[:, perm])
+
+
+# --- alibi_slopes ----------------------------------------------------------------------------------
+
+
+def alibi_start_at_one(n_heads):
+    return np.array([2 ** (-8 * h / n_heads) for h in range(n_heads)])
+
+
+def alibi_half_base(n_heads):
+    return 0.5 ** (np.arange(1, n_heads + 1) * 8 / n_heads) * -1
+
+
+def alibi_eight_over(n_heads):
+    return 2.0 ** (-np.arange(1, n_heads + 1) / n_heads)
+
+
+# --- online_softmax --------------------------------------------------------------------------------
+
+
+def online_running_max_no_rescale(scores, values, block_size):
+    m, total, acc = -np.inf, 0.0, 0.0
+    for start in range(0, len(scores), block_size):
+        block = scores[start:start + block_size]
+        m = max(m, block.max())
+        e = np.exp(block - m)
+        total += e.sum()
+        acc = acc + e @ values[start:start + block_size]
+    return acc / total
+
+
+def online_average_of_blocks(scores, values, block_size):
+    results = []
+    for start in range(0, len(scores), block_size):
+        block = scores[start:start + block_size]
+        e = np.exp(block - block.max())
+        results.append((e / e.sum()) @ values[start:start + block_size])
+    return sum(results) / len(results)
+
+
+def online_forgot_division(scores, values, block_size):
+    m, total, acc = -np.inf, 0.0, np.zeros(values.shape[1])
+    for start in range(0, len(scores), block_size):
+        block = scores[start:start + block_size]
+        new_m = max(m, block.max())
+        acc = acc * np.exp(m - new_m) + np.exp(block - new_m) @ values[start:start + block_size]
+        total = total * np.exp(m - new_m) + np.exp(block - new_m).sum()
+        m = new_m
+    return acc
+
+
+# --- exclusion_effects -----------------------------------------------------------------------------
+
+
+def _attend_one(query, keys, values):
+    s = keys @ query / math.sqrt(query.shape[0])
+    w = np.exp(s - s.max())
+    return (w / w.sum()) @ values
+
+
+def exclusion_without_subtracting(query, keys, values, w_o):
+    """The length of the output without key j, the full output never subtracted."""
+    effects = []
+    for j in range(len(keys)):
+        keep = [i for i in range(len(keys)) if i != j]
+        effects.append(np.linalg.norm(_attend_one(query, keys[keep], values[keep]) @ w_o))
+    return np.array(effects)
+
+
+def exclusion_no_w_o(query, keys, values, w_o):
+    full = _attend_one(query, keys, values)
+    return np.array([np.linalg.norm(_attend_one(query, np.delete(keys, j, 0), np.delete(values, j, 0)) - full)
+                     for j in range(len(keys))])
+
+
+def exclusion_weight_times_value(query, keys, values, w_o):
+    s = keys @ query / math.sqrt(query.shape[0])
+    w = np.exp(s - s.max())
+    w /= w.sum()
+    return np.array([np.linalg.norm(w[j] * values[j] @ w_o) for j in range(len(keys))])
+
+
+def exclusion_squared(query, keys, values, w_o):
+    full = _attend_one(query, keys, values) @ w_o
+    return np.array([np.sum((_attend_one(query, np.delete(keys, j, 0), np.delete(values, j, 0)) @ w_o - full) ** 2)
+                     for j in range(len(keys))])
+
+
+# --- alibi_weights ---------------------------------------------------------------------------------
+
+
+def _alibi_parts(scores, head, n_heads):
+    n_q, n_k = scores.shape
+    i = np.arange(n_k - n_q, n_k)[:, None]
+    j = np.arange(n_k)[None, :]
+    return i, j, 2.0 ** (-8.0 * (head + 1) / n_heads)
+
+
+def alibi_strictly_before(scores, head, n_heads):
+    i, j, m = _alibi_parts(scores, head, n_heads)
+    s = np.where(j < i, scores - m * (i - j), -np.inf)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.nan_to_num(e / e.sum(axis=-1, keepdims=True))
+
+
+def alibi_weights_times_bias(scores, head, n_heads):
+    i, j, m = _alibi_parts(scores, head, n_heads)
+    s = np.where(j <= i, scores, -np.inf)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    w = w / w.sum(axis=-1, keepdims=True)
+    return w * np.exp(-m * np.maximum(i - j, 0))
+
+
+def alibi_returns_scores(scores, head, n_heads):
+    i, j, m = _alibi_parts(scores, head, n_heads)
+    return np.where(j <= i, scores - m * (i - j), -np.inf)
+
+
+def alibi_square_mask(scores, head, n_heads):
+    i, j, m = _alibi_parts(scores, head, n_heads)
+    rows = np.arange(scores.shape[0])[:, None]
+    s = np.where(j <= rows, scores - m * (i - j), -np.inf)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# --- changed_predictions ---------------------------------------------------------------------------
+
+
+def changed_right_or_wrong(logits, logits_changed, targets, last_kept):
+    right_before = logits.argmax(-1) == targets
+    right_after = logits_changed.argmax(-1) == targets
+    n = m = 0
+    for b in range(targets.shape[0]):
+        for i in range(last_kept + 1):
+            if targets[b, i] >= 0:
+                n += 1
+                m += right_before[b, i] != right_after[b, i]
+    return m / n
+
+
+def changed_accuracy_drop(logits, logits_changed, targets, last_kept):
+    scored = targets[:, : last_kept + 1] >= 0
+    acc = (logits[:, : last_kept + 1].argmax(-1) == targets[:, : last_kept + 1])[scored].mean()
+    acc2 = (logits_changed[:, : last_kept + 1].argmax(-1) == targets[:, : last_kept + 1])[scored].mean()
+    return float(abs(acc - acc2))
+
+
+def changed_count(logits, logits_changed, targets, last_kept):
+    before = logits[:, : last_kept + 1].argmax(-1)
+    after = logits_changed[:, : last_kept + 1].argmax(-1)
+    return int(np.sum((before != after) & (targets[:, : last_kept + 1] != -1)))
+
+
+def changed_slice_short_unscored(logits, logits_changed, targets, last_kept):
+    """Two slips at once: the slice stops before last_kept, and unscored positions count."""
+    return float(np.mean(logits[:, :last_kept].argmax(-1) != logits_changed[:, :last_kept].argmax(-1)))
+
+
+# (exercise, the diagnoses it must get: a set of names, empty for "no known misconception", answer)
+LEARNER_WRONG = [
+    ("scaled_dot_product_attention", {"softmax_over_queries"}, sdpa_axis_one),
+    ("scaled_dot_product_attention", set(), sdpa_scale_by_length),
+    ("scaled_dot_product_attention", set(), sdpa_order_swapped),
+    ("scaled_dot_product_attention", {"no_max_subtraction"}, sdpa_plain_exp),
+    ("q1_context", {"q1_larger_value_wins"}, 6),
+    ("q1_context", {"q1_larger_value_wins"}, 6.0),
+    ("q1_context", set(), 2.0),
+    ("q1_context", set(), 3.0),
+    ("masked_softmax", {"finite_fill_uniform_row"}, masked_big_negative),
+    ("masked_softmax", {"inverted_polarity"}, masked_where_swapped),
+    ("masked_softmax", {"zeroed_after_softmax"}, masked_multiply_probabilities),
+    ("masked_softmax", {"nan_for_empty_row"}, masked_nan_left),
+    ("causal_mask", set(), causal_sees_next),
+    ("causal_mask", {"causal_upper_triangle"}, causal_upper_compare),
+    ("causal_mask", {"causal_diagonal_excluded"}, causal_strict_compare),
+    ("causal_mask", set(), causal_identity),
+    ("padding_mask", set(), padding_left_aligned),
+    ("padding_mask", {"mask_not_boolean"}, padding_lists_of_ints),
+    ("padding_mask", {"padding_inverted"}, padding_marks_pads),
+    ("cached_causal_mask", {"cache_padding_off_by_one"}, cached_first_real_blocked),
+    ("cached_causal_mask", {"cache_positions_unpadded"}, cached_positions_per_sequence),
+    ("cached_causal_mask", {"cache_causal_part_missing"}, cached_padding_only),
+    ("cached_causal_mask", {"cache_padding_ignored"}, cached_square_tail_no_padding),
+    ("sinusoidal_positions", {"wrong_frequency_exponent"}, sinusoid_per_dimension_frequency),
+    ("sinusoidal_positions", set(), sinusoid_sine_only),
+    ("sinusoidal_positions", {"sin_cos_swapped"}, sinusoid_cos_first),
+    ("apply_rope", {"rope_wrong_direction"}, rope_clockwise),
+    ("apply_rope", {"rope_half_pairing"}, rope_rotate_half),
+    ("apply_rope", set(), rope_no_frequencies),
+    ("score_matrix_bytes", set(), bytes_true_division),
+    ("score_matrix_bytes", {"bytes_off_by_dtype"}, bytes_without_dtype),
+    ("score_matrix_bytes", {"bytes_off_by_dtype"}, bytes_in_bits),
+    ("score_matrix_bytes", {"bytes_missing_heads"}, bytes_one_head),
+    ("tiled_attention", {"last_block_dropped"}, tiled_whole_blocks_only),
+    ("tiled_attention", {"online_softmax_not_rescaled"}, tiled_sums_not_rescaled),
+    ("tiled_attention", {"tiled_missing_scale"}, tiled_no_scale),
+    ("leaks_future", {"exact_float_equality"}, leaks_all_equal),
+    ("leaks_future", {"compares_last_output"}, leaks_whole_output),
+    ("leaks_future", {"output_rows_as_positions"}, leaks_rows_from_zero),
+    ("leaks_future", {"input_changed_in_place"}, leaks_first_position_only),
+    ("mask_polarity", {"polarity_from_empty_rows"}, polarity_all_zero_row),
+    ("mask_polarity", {"polarity_from_empty_rows"}, polarity_all_one_row),
+    ("mask_polarity", {"polarity_from_empty_rows"}, polarity_two_empty_rows),
+    ("mask_polarity", {"additive_called_attend"}, polarity_boolean_only),
+    ("is_order_sensitive", {"permutation_not_undone"}, order_permuted_twice),
+    ("is_order_sensitive", {"permutation_not_undone"}, order_not_undone_flip),
+    ("is_order_sensitive", {"order_exact_equality"}, order_array_equal),
+    ("alibi_slopes", {"alibi_off_by_one_head"}, alibi_start_at_one),
+    ("alibi_slopes", {"alibi_sign_confused"}, alibi_half_base),
+    ("alibi_slopes", {"alibi_wrong_base"}, alibi_eight_over),
+    ("online_softmax", {"online_not_rescaled"}, online_running_max_no_rescale),
+    ("online_softmax", {"online_normalised_per_block"}, online_average_of_blocks),
+    ("online_softmax", {"online_not_divided"}, online_forgot_division),
+    ("exclusion_effects", {"excluded_output_returned"}, exclusion_without_subtracting),
+    ("exclusion_effects", {"exclusion_before_projection"}, exclusion_no_w_o),
+    ("exclusion_effects", {"exclusion_not_renormalised"}, exclusion_weight_times_value),
+    ("exclusion_effects", set(), exclusion_squared),
+    ("alibi_weights", {"alibi_own_key_excluded"}, alibi_strictly_before),
+    ("alibi_weights", {"alibi_after_softmax"}, alibi_weights_times_bias),
+    ("alibi_weights", {"alibi_scores_not_weights"}, alibi_returns_scores),
+    ("alibi_weights", {"alibi_queries_at_start"}, alibi_square_mask),
+    ("changed_predictions", {"compared_with_targets"}, changed_right_or_wrong),
+    ("changed_predictions", {"compared_with_targets"}, changed_accuracy_drop),
+    ("changed_predictions", {"count_not_fraction"}, changed_count),
+    ("changed_predictions", set(), changed_slice_short_unscored),
+]
+
+
+# --- heads_by_slices (new) -------------------------------------------------------------------------
+
+
+def heads_loop(x, w_q, w_k, w_v, w_o, n_heads):
+    d_head = w_q.shape[1] // n_heads
+    heads = []
+    for h in range(n_heads):
+        cols = slice(h * d_head, (h + 1) * d_head)
+        q, k, v = x @ w_q[:, cols], x @ w_k[:, cols], x @ w_v[:, cols]
+        s = q @ k.T / math.sqrt(d_head)
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        heads.append((w / w.sum(axis=1, keepdims=True)) @ v)
+    return np.concatenate(heads, axis=1) @ w_o
+
+
+def heads_reshape(x, w_q, w_k, w_v, w_o, n_heads):
+    n = x.shape[0]
+
+    def split(m):
+        return (x @ m).reshape(n, n_heads, -1).transpose(1, 0, 2)  # (H, n, d_head)
+
+    q, k, v = split(w_q), split(w_k), split(w_v)
+    s = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return (w @ v).transpose(1, 0, 2).reshape(n, -1) @ w_o
+
+
+def heads_project_per_head(x, w_q, w_k, w_v, w_o, n_heads):
+    """Each head's output times its own rows of W_o, summed: the same as concatenating first."""
+    d_head = w_q.shape[1] // n_heads
+    out = 0.0
+    for h in range(n_heads):
+        c = slice(h * d_head, (h + 1) * d_head)
+        s = np.einsum("id,jd->ij", x @ w_q[:, c], x @ w_k[:, c]) / d_head ** 0.5
+        w = np.exp(s - s.max(-1, keepdims=True))
+        out = out + (w / w.sum(-1, keepdims=True)) @ (x @ w_v[:, c]) @ w_o[c]
+    return out
+
+
+def heads_one_big_head(x, w_q, w_k, w_v, w_o, n_heads):
+    s = (x @ w_q) @ (x @ w_k).T / math.sqrt(w_q.shape[1])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ (x @ w_v) @ w_o
+
+
+def heads_reshape_wrong_order(x, w_q, w_k, w_v, w_o, n_heads):
+    """reshape(n, d_head, H): each head gets every H-th column."""
+    n = x.shape[0]
+
+    def split(m):
+        return (x @ m).reshape(n, -1, n_heads).transpose(2, 0, 1)  # (H, n, d_head)
+
+    q, k, v = split(w_q), split(w_k), split(w_v)
+    s = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return (w @ v).transpose(1, 2, 0).reshape(n, -1) @ w_o
+
+
+def heads_scale_d_model(x, w_q, w_k, w_v, w_o, n_heads):
+    d_head = w_q.shape[1] // n_heads
+    heads = []
+    for h in range(n_heads):
+        cols = slice(h * d_head, (h + 1) * d_head)
+        s = (x @ w_q[:, cols]) @ (x @ w_k[:, cols]).T / math.sqrt(w_q.shape[1])
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        heads.append((w / w.sum(axis=1, keepdims=True)) @ (x @ w_v[:, cols]))
+    return np.concatenate(heads, axis=1) @ w_o
+
+
+def heads_no_w_o(x, w_q, w_k, w_v, w_o, n_heads):
+    return heads_reshape(x, w_q, w_k, w_v, np.eye(w_q.shape[1]), n_heads)
+
+
+def heads_averaged(x, w_q, w_k, w_v, w_o, n_heads):
+    """The heads' weights averaged into one map, then applied to all of V."""
+    d_head = w_q.shape[1] // n_heads
+    maps = []
+    for h in range(n_heads):
+        cols = slice(h * d_head, (h + 1) * d_head)
+        s = (x @ w_q[:, cols]) @ (x @ w_k[:, cols]).T / math.sqrt(d_head)
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        maps.append(w / w.sum(axis=1, keepdims=True))
+    return np.mean(maps, axis=0) @ (x @ w_v) @ w_o
+
+
+# --- saturated_share (new) -------------------------------------------------------------------------
+
+
+def saturated_vectorised(query, key, threshold):
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return float((w.max(axis=1) >= threshold).mean())
+
+
+def saturated_loop(query, key, threshold):
+    hits = 0
+    for q in query:
+        s = [float(q @ k) / math.sqrt(len(q)) for k in key]
+        top = max(s)
+        e = [math.exp(x - top) for x in s]
+        hits += max(e) / sum(e) >= threshold
+    return hits / len(query)
+
+
+def saturated_from_gap(query, key, threshold):
+    """Largest weight = 1 / sum exp(s_j - s_max), computed from the gaps to the top score."""
+    s = query @ key.T / math.sqrt(key.shape[-1])
+    top = 1.0 / np.exp(s - s.max(-1, keepdims=True)).sum(-1)
+    return np.count_nonzero(top >= threshold) / len(top)
+
+
+def saturated_unscaled(query, key, threshold):
+    s = query @ key.T
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return float((w.max(axis=1) >= threshold).mean())
+
+
+def saturated_count(query, key, threshold):
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return int((w.max(axis=1) >= threshold).sum())
+
+
+def saturated_mean_of_max(query, key, threshold):
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    return float((w / w.sum(axis=1, keepdims=True)).max(axis=1).mean())
+
+
+def saturated_all_weights(query, key, threshold):
+    """The share of all weights at or above the threshold, not of queries."""
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return float((w >= threshold).mean())
+
+
+def saturated_entropy(query, key, threshold):
+    """Low entropy taken for saturation: the share of rows with entropy below 1 - threshold."""
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    h = -(w * np.log(np.maximum(w, 1e-300))).sum(axis=1)
+    return float((h <= 1 - threshold).mean())
+
+
+# --- t5_bucket (new) -------------------------------------------------------------------------------
+
+
+def t5_vectorised(distance, n_buckets, max_distance):
+    d = np.asarray(distance)
+    exact = n_buckets // 2
+    log = exact + (np.log(np.maximum(d, 1) / exact) / math.log(max_distance / exact) * (n_buckets - exact)).astype(int)
+    return np.where(d < exact, d, np.minimum(log, n_buckets - 1))
+
+
+def t5_loop(distance, n_buckets, max_distance):
+    d = np.asarray(distance)
+    out = np.zeros(d.shape, dtype=int)
+    exact = n_buckets // 2
+    for idx in np.ndindex(*d.shape):
+        n = int(d[idx])
+        if n < exact:
+            out[idx] = n
+        else:
+            b = exact + int(math.log(n / exact) / math.log(max_distance / exact) * (n_buckets - exact))
+            out[idx] = min(b, n_buckets - 1)
+    return out
+
+
+def t5_floor_float(distance, n_buckets, max_distance):
+    """np.floor without a cast: the right buckets as floats."""
+    d = np.asarray(distance, dtype=float)
+    half = n_buckets // 2
+    with np.errstate(divide="ignore"):
+        log = half + np.floor(np.log(d / half) / np.log(max_distance / half) * (n_buckets - half))
+    return np.where(d < half, d, np.clip(log, None, n_buckets - 1))
+
+
+def t5_lesson_offset(distance, n_buckets, max_distance):
+    """The lesson's offset convention, key - query, applied to a distance that is query - key."""
+    d = np.maximum(-np.asarray(distance), 0)
+    return t5_vectorised(d, n_buckets, max_distance)
+
+
+def t5_bidirectional_half(distance, n_buckets, max_distance):
+    return t5_vectorised(distance, n_buckets // 2, max_distance)
+
+
+def t5_rounded(distance, n_buckets, max_distance):
+    d = np.asarray(distance)
+    exact = n_buckets // 2
+    log = exact + np.round(np.log(np.maximum(d, 1) / exact) / math.log(max_distance / exact) * (n_buckets - exact))
+    return np.where(d < exact, d, np.minimum(log, n_buckets - 1)).astype(int)
+
+
+def t5_unclipped(distance, n_buckets, max_distance):
+    d = np.asarray(distance)
+    exact = n_buckets // 2
+    log = exact + (np.log(np.maximum(d, 1) / exact) / math.log(max_distance / exact) * (n_buckets - exact)).astype(int)
+    return np.where(d < exact, d, log)
+
+
+def t5_log_of_max(distance, n_buckets, max_distance):
+    d = np.asarray(distance)
+    exact = n_buckets // 2
+    log = exact + (np.log(np.maximum(d, 1) / exact) / math.log(max_distance) * (n_buckets - exact)).astype(int)
+    return np.where(d < exact, d, np.minimum(log, n_buckets - 1))
+
+
+def t5_linear(distance, n_buckets, max_distance):
+    """Evenly spaced buckets up to max_distance: no log scale at all."""
+    d = np.asarray(distance)
+    return np.minimum(d * n_buckets // max_distance, n_buckets - 1)
+
+
+def t5_exact_all_the_way(distance, n_buckets, max_distance):
+    return np.minimum(np.asarray(distance), n_buckets - 1)
+
+
+LEARNER_WRONG += [
+    ("heads_by_slices", {"heads_not_split"}, heads_one_big_head),
+    ("heads_by_slices", {"heads_split_strided"}, heads_reshape_wrong_order),
+    ("heads_by_slices", {"heads_scaled_by_width"}, heads_scale_d_model),
+    ("heads_by_slices", {"output_projection_missing"}, heads_no_w_o),
+    ("heads_by_slices", set(), heads_averaged),
+    ("saturated_share", {"saturation_unscaled"}, saturated_unscaled),
+    ("saturated_share", {"saturation_count"}, saturated_count),
+    ("saturated_share", {"saturation_mean_weight"}, saturated_mean_of_max),
+    ("saturated_share", set(), saturated_all_weights),
+    ("saturated_share", set(), saturated_entropy),
+    ("t5_bucket", {"bucket_offset_sign"}, t5_lesson_offset),
+    ("t5_bucket", {"bucket_halved"}, t5_bidirectional_half),
+    ("t5_bucket", {"bucket_log_rounded"}, t5_rounded),
+    ("t5_bucket", {"bucket_not_clipped"}, t5_unclipped),
+    ("t5_bucket", {"bucket_log_range"}, t5_log_of_max),
+    ("t5_bucket", set(), t5_linear),
+    ("t5_bucket", set(), t5_exact_all_the_way),
+]
+
+
+def heads_unscaled(x, w_q, w_k, w_v, w_o, n_heads):
+    d_head = w_q.shape[1] // n_heads
+    heads = []
+    for h in range(n_heads):
+        cols = slice(h * d_head, (h + 1) * d_head)
+        s = (x @ w_q[:, cols]) @ (x @ w_k[:, cols]).T
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        heads.append((w / w.sum(axis=1, keepdims=True)) @ (x @ w_v[:, cols]))
+    return np.concatenate(heads, axis=1) @ w_o
+
+
+def saturated_over_queries(query, key, threshold):
+    s = query @ key.T / np.sqrt(key.shape[1])
+    w = np.exp(s - s.max(axis=0, keepdims=True))
+    w /= w.sum(axis=0, keepdims=True)
+    return float((w.max(axis=1) >= threshold).mean())
