@@ -38,8 +38,18 @@ import numpy as np
 
 from lessonlib.attention import masked_softmax, merge_heads, split_heads
 from lessonlib.masks import causal_mask
-from lessonlib.position import alibi_bias, relative_position_bucket, rope, sinusoidal_positions
-from lessonlib.training.layers import cross_entropy, gelu, gelu_backward, layer_norm, layer_norm_backward
+from lessonlib.position import alibi_bias, relative_position_bucket, sinusoidal_positions
+from lessonlib.training.layers import (
+    causal_fill,
+    cross_entropy,
+    gelu,
+    gelu_backward,
+    layer_norm,
+    layer_norm_backward,
+    rotate_pairs,
+    rotation_tables,
+    softmax_with_fill,
+)
 from lessonlib.training.model import (
     POSITIONS,
     RELATIVE_BUCKETS,
@@ -231,6 +241,12 @@ class CharModel:
             x = x + p["pos_table"][start:start + n_new]  # (B, L, d)
         n_keys = start + n_new
         allowed = self._mask(batch, n_new, n_keys, plugs)
+        # the engine's own mask needs no policy for empty rows: a fill of 0 / -inf is the fast path
+        fill = None
+        if plugs.softmax is None and plugs.causal_mask is None and plugs.cached_causal_mask is None:
+            fill = causal_fill(allowed, dt)  # (L, S)
+        if self.position == "rope" and plugs.position is None:
+            cos, sin = rotation_tables(positions, self.d_head, dt)  # (L, d_h/2) each
         for layer in range(self.n_layers):
             n = f"blocks.{layer}."
             a, xhat1, rstd1 = layer_norm(x, p[n + "ln1_g"], p[n + "ln1_b"])  # (B, L, d)
@@ -238,9 +254,11 @@ class CharModel:
             k = split_heads(a @ p[n + "wk"], self.n_heads)  # (B, H, L, d_h)
             v = split_heads(a @ p[n + "wv"], self.n_heads)  # (B, H, L, d_h)
             if self.position == "rope":
-                rotate = plugs.position or rope
-                q = np.asarray(rotate(q, positions), dtype=dt)  # (B, H, L, d_h), rotated by position
-                k = np.asarray(rotate(k, positions), dtype=dt)  # (B, H, L, d_h)
+                if plugs.position is None:
+                    q, k = rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)  # (B, H, L, d_h), rotated
+                else:
+                    q = np.asarray(plugs.position(q, positions), dtype=dt)  # (B, H, L, d_h), rotated by position
+                    k = np.asarray(plugs.position(k, positions), dtype=dt)  # (B, H, L, d_h)
             if past is not None:
                 if layer < len(past.keys):
                     past.keys[layer] = k = np.concatenate([past.keys[layer], k], axis=2)  # (B, H, S, d_h)
@@ -260,7 +278,10 @@ class CharModel:
                 s = q @ k.transpose(0, 1, 3, 2) * dt.type(1.0 / math.sqrt(self.d_head))  # (B, H, L, S)
                 if bias is not None:
                     s = s + bias.astype(dt)  # (B, H, L, S)
-                w = (plugs.softmax or masked_softmax)(s, allowed).astype(dt, copy=False)  # (B, H, L, S)
+                if fill is not None:
+                    w = softmax_with_fill(s, fill)  # (B, H, L, S)
+                else:
+                    w = np.asarray((plugs.softmax or masked_softmax)(s, allowed), dtype=dt)  # (B, H, L, S)
                 heads = w @ v  # (B, H, L, d_h)
             o = merge_heads(heads)  # (B, L, d)
             x_mid = x + o @ p[n + "wo"]  # (B, L, d), residual
@@ -333,6 +354,8 @@ class CharModel:
         p, g, d = self.params, {}, self.d_model
         n_new = tokens.shape[1]
         positions = np.arange(n_new)  # (L,)
+        if self.position == "rope":
+            cos, sin = rotation_tables(positions, self.d_head, self.dtype)  # (L, d_h/2) each
         xhatf, rstdf, y = keep[-1]
         g["unembed"] = y.reshape(-1, d).T @ d_logits.reshape(-1, self.vocab_size)  # (d, V)
         dx, g["lnf_g"], g["lnf_b"] = layer_norm_backward(d_logits @ p["unembed"].T, xhatf, rstdf, p["lnf_g"])
@@ -365,7 +388,7 @@ class CharModel:
             dq = ds @ k  # (B, H, L, d_h)
             dk = ds.transpose(0, 1, 3, 2) @ q  # (B, H, L, d_h)
             if self.position == "rope":  # a rotation's transpose is the rotation by the opposite angle
-                dq, dk = rope(dq, -positions), rope(dk, -positions)
+                dq, dk = rotate_pairs(dq, cos, -sin), rotate_pairs(dk, cos, -sin)
             dq, dk, dv = merge_heads(dq), merge_heads(dk), merge_heads(dv)  # (B, L, d) each
             a2 = a.reshape(-1, d)  # (B*L, d)
             g[n + "wq"] = a2.T @ dq.reshape(-1, d)
