@@ -158,3 +158,25 @@ def test_save_and_load_round_trip_and_refuse_another_configuration(tmp_path):
     np.savez(tmp_path / "other.npz", x=np.zeros(3))
     with pytest.raises(CheckpointError, match="not a lessonlib.training.CharModel checkpoint"):
         CharModel.load(tmp_path / "other.npz")
+
+
+def test_gradients_under_a_mask_that_lets_the_future_in_match_finite_differences():
+    model = tiny("rope", "float64", max_length=8)
+    leaky = np.ones  # allowed everywhere: every key, past and future
+
+    def mask(n):
+        return leaky((n, n), dtype=bool)
+
+    tokens = np.random.default_rng(9).integers(0, 7, (2, 6))
+    targets = np.roll(tokens, -1, axis=1)
+    loss, grads = model.loss_and_grads(tokens, targets, causal_mask=mask)
+    assert loss == pytest.approx(model.loss(tokens, targets, plugs=Plugs(causal_mask=mask)), abs=1e-12)
+    p = model.params["blocks.0.wq"]
+    for idx in [(0, 0), (3, 5), (7, 2)]:
+        old = p[idx]
+        p[idx] = old + 1e-6
+        up = model.loss(tokens, targets, plugs=Plugs(causal_mask=mask))
+        p[idx] = old - 1e-6
+        down = model.loss(tokens, targets, plugs=Plugs(causal_mask=mask))
+        p[idx] = old
+        assert grads["blocks.0.wq"][idx] == pytest.approx((up - down) / 2e-6, rel=1e-5, abs=1e-9)

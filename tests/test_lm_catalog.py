@@ -83,3 +83,14 @@ def test_unbounded_generation_with_learned_positions_stops_at_the_table():
     model = catalog.stored("learned")
     with pytest.raises(BeyondTableError, match="beyond the learned position table, which has 64 rows"):
         generate(model, np.array([1, 2]), 100, window=None)
+
+
+def test_a_mask_that_lets_the_future_in_drives_the_training_loss_far_down():
+    def leaky(n):
+        return np.ones((n, n), dtype=bool)
+
+    _, honest = catalog.train_briefly("rope", 120, batch_size=16, progress=False)
+    _, leaked = catalog.train_briefly("rope", 120, batch_size=16, causal_mask=leaky, progress=False)
+    _, again = catalog.train_briefly("rope", 120, batch_size=16, causal_mask=leaky, progress=False)
+    np.testing.assert_array_equal(leaked, again)
+    assert leaked[-10:].mean() < honest[-10:].mean() - 1.0

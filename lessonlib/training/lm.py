@@ -341,12 +341,18 @@ class CharModel:
                              "one scored")
         return targets
 
-    def loss_and_grads(self, tokens: np.ndarray, targets: np.ndarray) -> tuple[float, dict[str, np.ndarray]]:
-        """Mean cross-entropy over scored positions, and its gradient for every parameter (keyed like params)."""
+    def loss_and_grads(self, tokens: np.ndarray, targets: np.ndarray, *,
+                       causal_mask: Callable | None = None) -> tuple[float, dict[str, np.ndarray]]:
+        """Mean cross-entropy over scored positions, and its gradient for every parameter (keyed like params).
+
+        ``causal_mask(length) -> (L, L)`` replaces the engine's mask in training too (the backward
+        pass holds for any mask: a key the mask excludes gets weight 0 and so no gradient), e.g. to
+        watch what a model learns when the mask lets the future in.
+        """
         tokens = self.check_tokens(tokens)
         targets = self._targets(tokens, targets)
         keep: list = []
-        logits = self._run(tokens, None, Plugs(), keep)  # (B, L, V)
+        logits = self._run(tokens, None, Plugs(causal_mask=causal_mask), keep)  # (B, L, V)
         loss, d_logits = cross_entropy(logits, targets)
         return loss, self._backward(tokens, keep, d_logits)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -98,6 +99,34 @@ def length_table(models: dict[str, CharModel] | None = None, factors: tuple[int,
     models = models if models is not None else {p: stored(p) for p in POSITIONS}
     return {name: {TRAIN_LENGTH * f: validation_loss(m, TRAIN_LENGTH * f) for f in factors}
             for name, m in models.items()}
+
+
+class _MaskedTraining:
+    """A model whose training steps use another causal mask: what :func:`lessonlib.training.train` sees."""
+
+    def __init__(self, model: CharModel, causal_mask: Callable) -> None:
+        self.model, self.causal_mask = model, causal_mask
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.model, name)
+
+    def loss_and_grads(self, tokens: np.ndarray, targets: np.ndarray) -> tuple[float, dict[str, np.ndarray]]:
+        return self.model.loss_and_grads(tokens, targets, causal_mask=self.causal_mask)
+
+
+def train_briefly(position: str, steps: int, *, causal_mask: Callable | None = None, batch_size: int = BATCH_SIZE,
+                  progress: bool = True) -> tuple[CharModel, np.ndarray]:
+    """(model, training loss per step): a fresh model of ``position`` trained as the stored ones, for ``steps``.
+
+    ``causal_mask(length) -> (L, L)`` boolean replaces the engine's causal mask in every training
+    step (None: the engine's). Deterministic: the same arguments give the same losses on one machine.
+    """
+    model = build(position)
+    data = load()
+    trainee = model if causal_mask is None else _MaskedTraining(model, causal_mask)
+    losses = train(trainee, TextWindows(data.train, data.vocab.size), steps=steps, batch_size=batch_size,
+                   length=TRAIN_LENGTH, lr=LR, seed=SEED, progress=progress)
+    return model, losses
 
 
 def generate_text(position: str, prompt: str, n_chars: int = 200, *, temperature: float = 0.8, seed: int = 0,
