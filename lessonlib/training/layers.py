@@ -41,8 +41,15 @@ def layer_norm_backward(dy: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, g: n
 
 def gelu(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(y, t): y = x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))), t the tanh (kept for the backward pass)."""
-    t = np.tanh(GELU_C * (x + 0.044715 * x * x * x))
-    return 0.5 * x * (1.0 + t), t
+    t = 0.044715 * x  # (..., f), in place below: it is a hot loop
+    t *= x
+    t *= x
+    t += x
+    t *= GELU_C
+    np.tanh(t, out=t)  # tanh(sqrt(2/pi)(x + 0.044715 x^3))
+    y = 0.5 * x
+    y *= 1.0 + t
+    return y, t
 
 
 def gelu_backward(dy: np.ndarray, x: np.ndarray, t: np.ndarray) -> np.ndarray:

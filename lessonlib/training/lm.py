@@ -383,7 +383,8 @@ class CharModel:
             do = split_heads(dx @ p[n + "wo"].T, self.n_heads)  # (B, H, L, d_h)
             dw = do @ v.transpose(0, 1, 3, 2)  # (B, H, L, L)
             dv = w.transpose(0, 1, 3, 2) @ do  # (B, H, L, d_h)
-            ds = w * (dw - np.sum(w * dw, axis=-1, keepdims=True))  # (B, H, L, L), zero where masked
+            dw -= np.sum(w * dw, axis=-1, keepdims=True)
+            ds = dw * w  # (B, H, L, L): w (dw - sum_j w dw), zero where masked
             if self.position == "relative":
                 offsets = positions[None, :] - positions[:, None]  # (L, L)
                 buckets = self._buckets(offsets).ravel()  # (L*L,)
