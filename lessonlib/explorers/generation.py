@@ -20,6 +20,8 @@ from lessonlib.training import lm_catalog as catalog
 from lessonlib.training.text import load
 
 TOP = 10  # characters shown in the figure
+TEMPERATURES = (0.0, 0.5, 0.8, 1.0, 1.5)
+LENGTHS = (50, 100, 200, 400)  # characters to write
 
 
 @dataclass(frozen=True)
@@ -111,12 +113,12 @@ def show(settings: Settings = Settings()) -> Any:
     controls = {
         "mechanism": widgets.Dropdown(options=list(POSITIONS), value=settings.mechanism,
                                       description="position mechanism", style=wide),
-        "temperature": widgets.FloatSlider(value=settings.temperature, min=0.0, max=1.5, step=0.1,
-                                           description="temperature", style=wide),
+        "temperature": widgets.Dropdown(options=list(TEMPERATURES), value=settings.temperature,
+                                        description="temperature", style=wide),
         "prompt": widgets.Text(value=settings.prompt, description="prompt", continuous_update=False, style=wide),
-        "length": widgets.IntSlider(value=settings.length, min=50, max=400, step=50, description="characters",
-                                    continuous_update=False, style=wide),
-        "seed": widgets.IntSlider(value=settings.seed, min=0, max=9, description="seed", style=wide),
+        "length": widgets.Dropdown(options=list(LENGTHS), value=settings.length, description="characters",
+                                   style=wide),
+        "seed": widgets.BoundedIntText(value=settings.seed, min=0, max=99, description="seed", style=wide),
     }
     return build_explorer(controls, settings, compute=compute, describe=describe, draw=draw,
                           alt_text=alt_text, title="Generation explorer: what each stored model writes")
