@@ -15,7 +15,7 @@ NB_CLEAN_OPTIONS := --preserve-cell-outputs --preserve-execution-counts --preser
 	--preserve-cell-metadata-field tags
 
 .PHONY: lab test lint unit verify-exercises notebooks kernels execute clean crosscheck browser site \
-	clean-notebooks hooks train
+	clean-notebooks hooks train train-06 train-lm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -104,10 +104,17 @@ browser: $(STAMP)
 site: $(STAMP)
 	$(BIN)/python tools/site/build.py --out site notebooks
 
-# Retrain notebook 06's stored models (lessonlib/training/checkpoints/) and record their accuracies
-# beside them; deterministic on one machine. About five minutes on two busy cores.
-train: $(STAMP)
+# Retrain every stored model (lessonlib/training/checkpoints/): notebook 06's (`train-06`, about five
+# minutes on two busy cores, accuracies recorded beside them) and the capstone's character language
+# models (`train-lm`, one per position mechanism, about ten minutes, validation losses recorded
+# beside them). Deterministic on one machine.
+train: train-06 train-lm
+
+train-06: $(STAMP)
 	$(BIN)/python -m lessonlib.training.catalog
+
+train-lm: $(STAMP)
+	$(BIN)/python -m lessonlib.training.lm_catalog
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 import reading_times as rt  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
-LESSONS = ("00_start_here", "01_scaling", "02_masking", "03_position", "04_cost", "05_interpretation", "06_training")
+LESSONS = ("00_start_here", "01_scaling", "02_masking", "03_position", "04_cost", "05_interpretation", "06_training",
+           "07_capstone")
 CORE_WORD_LIMIT = 1800
 MIN_PREDICTS = 3
 

@@ -50,6 +50,7 @@ EXPLORER_MOVES: dict[str, tuple[Move, ...]] = {
     "04_cost": (Move("cost", "length n", PICK_NEXT, {"n": 8192}),),
     "05_interpretation": (Move("interpretation", "exclude it (mask)", ("Space",), {"exclude": True}),),
     "06_training": (Move("training", "evaluation length", PICK_NEXT, {"length": 32}),),
+    "07_capstone": (Move("generation", "position mechanism", PICK_NEXT, {"mechanism": "alibi"}),),
 }
 
 _IMPORT = re.compile(r"from[ \t]+lessonlib\.explorers[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)")

@@ -1,0 +1,180 @@
+"""The capstone's stored language models: one per position mechanism, how they are made, what they score.
+
+Every model is a :class:`~lessonlib.training.lm.CharModel` with d_model 64, 4 heads, 2 blocks and
+an MLP of width 256 (108,000 to 112,000 parameters), trained on Tiny Shakespeare's first 90% at
+context length 64: 1,500 steps of Adam at 3e-3 on batches of 32 random windows, seed 0
+(``lessonlib.training.train``). "learned" has a table of exactly 64 rows. The checkpoints store
+the weights in float16 (the models compute in float32), which keeps each file near 200 KB.
+
+Validation loss is measured on a fixed stretch of the validation text (its first ``EVAL_CHARS``
+characters), cut into non-overlapping windows of the evaluated length, every position scored:
+the same characters at every length, as Press et al. (2022) evaluate. At 2, 4 and 8 times the
+training length a window holds positions (and offsets) that the model never saw in training.
+
+``python -m lessonlib.training.lm_catalog`` (``make train``) trains the models again, writes
+``checkpoints/lm_<position>.npz`` and records what it measured in ``checkpoints/lm_losses.json``,
+which a test compares with a fresh evaluation of each stored checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from lessonlib.training.lm import CharModel, Plugs
+from lessonlib.training.loop import one_blas_thread, train
+from lessonlib.training.model import POSITIONS
+from lessonlib.training.sampling import generate
+from lessonlib.training.text import TextWindows, baselines, load
+
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+LOSSES = CHECKPOINT_DIR / "lm_losses.json"
+TRAIN_LENGTH = 64
+EVAL_FACTORS = (1, 2, 4, 8)
+EVAL_CHARS = 32768  # a multiple of 8 * TRAIN_LENGTH: every length tiles the same characters
+EVAL_BATCH_TOKENS = 4096  # positions per forward pass while evaluating
+STEPS, BATCH_SIZE, LR, SEED = 1500, 32, 3e-3, 0
+ARCHITECTURE = {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_mlp": 256}
+STORED_DTYPE = "float16"
+
+
+def path(position: str) -> Path:
+    return CHECKPOINT_DIR / f"lm_{position}.npz"
+
+
+def build(position: str) -> CharModel:
+    """The untrained model of one mechanism, as ``make train`` starts it."""
+    if position not in POSITIONS:
+        raise ValueError(f"unknown position mechanism {position!r}; choose one of {', '.join(POSITIONS)}")
+    max_length = TRAIN_LENGTH if position == "learned" else TRAIN_LENGTH * max(EVAL_FACTORS)
+    return CharModel(load().vocab.size, position=position, max_length=max_length, seed=SEED, **ARCHITECTURE)
+
+
+@cache
+def _stored(position: str) -> CharModel:
+    file = path(position)
+    if not file.exists():
+        raise FileNotFoundError(f"{file.name} is missing; run `make train` to create the language-model checkpoints")
+    return CharModel.load(file, **build(position).config)
+
+
+def stored(position: str) -> CharModel:
+    """The stored, trained model of ``position`` (loaded once; treat it as read-only)."""
+    return _stored(position)
+
+
+def validation_loss(model: CharModel, length: int, *, n_chars: int = EVAL_CHARS,
+                    plugs: Plugs | None = None) -> float | None:
+    """Mean loss (nats per character) over the first ``n_chars`` validation characters in windows of ``length``.
+
+    None when ``length`` is beyond a learned position table: such a model has no vector for those
+    positions, so there is nothing to measure. ``plugs`` lets a learner's own attention, mask or
+    position function drive the forward pass (:class:`~lessonlib.training.lm.Plugs`).
+    """
+    if n_chars % length:
+        raise ValueError(f"{n_chars} characters do not cut into whole windows of {length}")
+    if model.position == "learned" and length > model.max_length:
+        return None
+    ids = load().validation[: n_chars + 1]
+    tokens = ids[:-1].reshape(-1, length)  # (n_chars / length, length)
+    targets = ids[1:].reshape(-1, length)  # (n_chars / length, length)
+    per_batch = max(1, EVAL_BATCH_TOKENS // length)
+    total = 0.0
+    with one_blas_thread():
+        for i in range(0, tokens.shape[0], per_batch):
+            rows = slice(i, i + per_batch)
+            total += model.loss(tokens[rows], targets[rows], plugs=plugs) * tokens[rows].size
+    return total / n_chars
+
+
+def length_table(models: dict[str, CharModel] | None = None, factors: tuple[int, ...] = EVAL_FACTORS,
+                 ) -> dict[str, dict[int, float | None]]:
+    """{mechanism: {length: validation loss, or None beyond a learned table}} at ``factors`` x the training length."""
+    models = models if models is not None else {p: stored(p) for p in POSITIONS}
+    return {name: {TRAIN_LENGTH * f: validation_loss(m, TRAIN_LENGTH * f) for f in factors}
+            for name, m in models.items()}
+
+
+class _MaskedTraining:
+    """A model whose training steps use another causal mask: what :func:`lessonlib.training.train` sees."""
+
+    def __init__(self, model: CharModel, causal_mask: Callable) -> None:
+        self.model, self.causal_mask = model, causal_mask
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.model, name)
+
+    def loss_and_grads(self, tokens: np.ndarray, targets: np.ndarray) -> tuple[float, dict[str, np.ndarray]]:
+        return self.model.loss_and_grads(tokens, targets, causal_mask=self.causal_mask)
+
+
+def train_briefly(position: str, steps: int, *, causal_mask: Callable | None = None, batch_size: int = BATCH_SIZE,
+                  progress: bool = True) -> tuple[CharModel, np.ndarray]:
+    """(model, training loss per step): a fresh model of ``position`` trained as the stored ones, for ``steps``.
+
+    ``causal_mask(length) -> (L, L)`` boolean replaces the engine's causal mask in every training
+    step (None: the engine's). Deterministic: the same arguments give the same losses on one machine.
+    """
+    model = build(position)
+    data = load()
+    trainee = model if causal_mask is None else _MaskedTraining(model, causal_mask)
+    losses = train(trainee, TextWindows(data.train, data.vocab.size), steps=steps, batch_size=batch_size,
+                   length=TRAIN_LENGTH, lr=LR, seed=SEED, progress=progress)
+    return model, losses
+
+
+def generate_text(position: str, prompt: str, n_chars: int = 200, *, temperature: float = 0.8, seed: int = 0,
+                  use_cache: bool = True) -> str:
+    """``n_chars`` characters that the stored model of ``position`` writes after ``prompt``.
+
+    The context is bounded by the training length (see :func:`lessonlib.training.sampling.generate`).
+    """
+    vocab = load().vocab
+    ids = generate(stored(position), vocab.encode(prompt), n_chars, temperature=temperature, seed=seed,
+                   window=TRAIN_LENGTH, use_cache=use_cache)
+    return vocab.decode(ids)
+
+
+def recorded() -> dict:
+    """What ``make train`` measured and wrote beside the checkpoints (for checking them, not for teaching)."""
+    return json.loads(LOSSES.read_text())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Train the capstone's language models and record their losses.")
+    parser.add_argument("positions", nargs="*", help=f"mechanisms to retrain (default: all of {', '.join(POSITIONS)})")
+    args = parser.parse_args(argv)
+    chosen = args.positions or list(POSITIONS)
+    CHECKPOINT_DIR.mkdir(exist_ok=True)
+    table = recorded() if LOSSES.exists() else {"models": {}}
+    data = load()
+    table["baselines"] = {k: round(v, 4) for k, v in baselines().items()}
+    table["training"] = {"length": TRAIN_LENGTH, "steps": STEPS, "batch_size": BATCH_SIZE, "lr": LR, "seed": SEED,
+                         **ARCHITECTURE, "stored_dtype": STORED_DTYPE}
+    for position in chosen:
+        model = build(position)
+        start = time.perf_counter()
+        losses = train(model, TextWindows(data.train, data.vocab.size), steps=STEPS, batch_size=BATCH_SIZE,
+                       length=TRAIN_LENGTH, lr=LR, seed=SEED, progress=False)
+        seconds = time.perf_counter() - start
+        model.save(path(position), dtype=STORED_DTYPE)
+        _stored.cache_clear()
+        scores = length_table({position: stored(position)})[position]
+        table["models"][position] = {
+            "train_seconds": round(seconds, 1), "final_train_loss": round(float(np.mean(losses[-50:])), 4),
+            "kilobytes": round(path(position).stat().st_size / 1024, 1),
+            "validation_loss": {str(k): None if v is None else round(v, 4) for k, v in scores.items()}}
+        shown = ", ".join(f"{k}: {'beyond the table' if v is None else f'{v:.3f}'}" for k, v in scores.items())
+        print(f"{position:10s} {seconds:6.1f} s  validation loss by length {shown}", flush=True)
+    table["models"] = {k: table["models"][k] for k in sorted(table["models"])}
+    LOSSES.write_text(json.dumps(table, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Generating text from a character model, one character at a time, with or without a key/value cache.
+
+    p(next | context) = softmax(logits[-1] / temperature)      (V,); temperature 0 takes the argmax
+
+With ``use_cache`` each new character costs one row of attention against the cached keys and
+values (work that grows linearly with the text); without it the whole context is recomputed
+for every character (work that grows with the square of the text, in attention). Both see the
+same context and so draw the same characters from the same seed.
+
+``window`` bounds the context: when the text outgrows it, the model restarts from the last
+``window // 2`` characters (one prefill), so it never reads positions far past those it was
+trained on. ``window=None`` lets the context grow with the text.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lessonlib.training.lm import CharModel, KVCache
+
+
+def sample_next(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """One id drawn from softmax(logits / temperature) (V,), in float64; temperature 0 = the most likely id."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be 0 (always the most likely character) or positive, got {temperature}")
+    logits = np.asarray(logits, dtype=np.float64)  # (V,)
+    if temperature == 0:
+        return int(np.argmax(logits))
+    z = logits / temperature
+    p = np.exp(z - z.max())  # (V,)
+    cdf = np.cumsum(p)  # (V,)
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), logits.size - 1))
+
+
+def generate(model: CharModel, prompt: np.ndarray | list[int], n_new: int, *, temperature: float = 1.0,
+             seed: int = 0, window: int | None = None, use_cache: bool = True) -> np.ndarray:
+    """(n_new,) ids that follow ``prompt`` (a non-empty 1-D sequence of ids), drawn one at a time from ``seed``."""
+    out = [int(i) for i in np.asarray(prompt).ravel()]
+    if not out:
+        raise ValueError("the prompt is empty: give at least one character to continue from")
+    if window is not None and window < 2:
+        raise ValueError(f"window must be at least 2 characters, got {window}")
+    limit = len(out) + n_new if window is None else window
+    rng = np.random.default_rng([3, seed])
+    start = max(0, len(out) - limit)  # the first id of the context
+    cache: KVCache | None = None
+    for _ in range(n_new):
+        if len(out) - start > limit:  # the context is full: restart from its last half
+            start, cache = len(out) - limit // 2, None
+        if not use_cache:
+            last = model.logits(np.array([out[start:]]))[0, -1]  # (V,)
+        elif cache is None:
+            logits, cache = model.prefill(np.array([out[start:]]))
+            last = logits[0, -1]  # (V,)
+        else:
+            last = model.extend(cache, np.array([[out[-1]]]))[0, -1]  # (V,)
+        out.append(sample_next(last, temperature, rng))
+    return np.array(out[len(out) - n_new:], dtype=np.int64)
