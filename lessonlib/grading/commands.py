@@ -124,8 +124,9 @@ def _cmd_term_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_similarity(args: argparse.Namespace) -> int:
+    from lessonlib.grading.lms import find_learners
     from lessonlib.grading.reports import similarity
-    from lessonlib.grading.submissions import course_notebooks, find_learners
+    from lessonlib.grading.submissions import course_notebooks
 
     out = Path(args.out)
     learners = find_learners([Path(s) for s in args.submissions], course_notebooks()).learners
