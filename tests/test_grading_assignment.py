@@ -101,14 +101,15 @@ def test_one_notebook_is_the_whole_assignment_everywhere(tmp_path: Path, capsys:
 
 
 def test_the_guides_manual_csv_example_is_a_real_row() -> None:
-    """The guide shows manual.csv as the grader writes it: its columns, and a written question with
-    its notebook and points as the course has them."""
+    """The guide shows manual.csv as the grader writes it: its columns (the answer text last), and a
+    written question with its notebook and points as the course has them."""
     from lessonlib.grading.manual import MANUAL_COLUMNS
+    from lessonlib.grading.reports.marking import ANSWER_COLUMN
 
     guide = (Path(__file__).resolve().parents[1] / "docs" / "instructor-guide.md").read_text(encoding="utf-8")
     block = guide.split("```\nlearner,", 1)[1].split("```", 1)[0]
     header, *rows = csv.reader(("learner," + block).splitlines())
-    assert tuple(header) == MANUAL_COLUMNS and rows
+    assert tuple(header) == (*MANUAL_COLUMNS, ANSWER_COLUMN) and rows
     for row in rows:
         entry = dict(zip(header, row))
         question = MANUAL_QUESTIONS[entry["exercise"]]
