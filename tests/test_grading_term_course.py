@@ -16,7 +16,9 @@ normalising in week 2, excluded without renormalising in week 5).
 This test checks the gradebook's plumbing, not the sandbox, which other tests cover: the learners'
 notebooks are the released exercise notebooks with a marker in their metadata, and
 ``batch.grade_learner`` is replaced by a deterministic stand-in that derives each exercise's
-points from the notebook's bytes (no worker starts), so 1,500 submissions grade in seconds.
+points from the notebook's bytes (no worker starts), so about 700 submissions grade in seconds.
+A handful of learners (``REAL``: two model answers and one untouched stub) are graded for real
+in the sandbox, which is probed once for the term.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ OVERRIDE = (10, 2, "masked_softmax", 2.5, "regrade request: right up to the fill
 EXTENDED = {(16, 3): "illness, with a note from the dean", (76, 3): "a family emergency"}
 REGRADED = {(5, 4), (80, 4)}  # (learner, week): handed in a stub, then resubmitted a full answer
 LATE_FOLDER_WEEK = 1  # the Canvas section's late files arrive as a folder of their own
+REAL = {(20, 2): "solutions", (21, 2): "exercises", (90, 2): "solutions"}  # graded for real, in the sandbox
+REAL_GRADE_LEARNER = batch.grade_learner
 
 
 # --- the class ----------------------------------------------------------------------------------------
@@ -94,14 +98,19 @@ PEOPLE = [Person(i) for i in range(CLASS)]
 
 def _notebook(week: int, person: Person, score: str = "hash") -> bytes:
     """The released exercise notebook with a marker: whose it is, and how the stand-in grades it."""
-    nb = json.loads((ROOT / "exercises" / WEEKS[week]).read_text())
+    source = REAL.get((person.i, week), "exercises")
+    score = "real" if (person.i, week) in REAL else score
+    nb = json.loads((ROOT / source / WEEKS[week]).read_text())
     marker = {"learner": person.i, "week": week, "score": score, "misconception": person.misconceived(week)}
     nb["metadata"]["course_test"] = marker
     return json.dumps(nb, indent=1).encode()
 
 
 def fast_grade_learner(batch_: object, learner: object, fingerprint: str, *, solo: bool = False) -> r.LearnerResult:
-    """A deterministic stand-in for ``batch.grade_learner``: each exercise's points from the notebook's bytes."""
+    """A deterministic stand-in for ``batch.grade_learner``: each exercise's points from the notebook's bytes
+    (the learners in ``REAL`` are graded for real)."""
+    if any(b'"score": "real"' in path.read_bytes() for path in learner.files.values()):  # type: ignore[attr-defined]
+        return REAL_GRADE_LEARNER(batch_, learner, fingerprint, solo=solo)  # type: ignore[arg-type]
     grades: list[r.ExerciseGrade] = []
     for course in batch_.courses:  # type: ignore[attr-defined]
         path = learner.files.get(course.name)  # type: ignore[attr-defined]
@@ -122,7 +131,7 @@ def fast_grade_learner(batch_: object, learner: object, fingerprint: str, *, sol
         for q in (q for q in MANUAL_QUESTIONS.values() if q.notebook == course.name):
             grades.append(r.ExerciseGrade(course.name, q.name, None, q.points, r.NEEDS_MANUAL, kind="manual",
                                           answer_text=f"written answer of learner {marker.get('learner')}"))
-    return r.LearnerResult(learner.name, learner.key, fingerprint, "limits",  # type: ignore[attr-defined]
+    return r.LearnerResult(learner.name, learner.key, fingerprint, batch_.isolation.level,  # type: ignore
                            datetime.now(timezone.utc).isoformat(timespec="seconds"), grades,
                            notes=list(learner.notes), files={k: v.name for k, v in learner.files.items()},
                            lms_id=learner.lms_id, late=learner.late)  # type: ignore[attr-defined]
@@ -194,9 +203,15 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 
 @pytest.fixture
 def fast(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    chosen: list[sandbox.Isolation] = []
+    choose = sandbox.choose_isolation
+
+    def once(*args: object, **kwargs: object) -> sandbox.Isolation:  # probed once for the term, not per run
+        if not chosen:
+            chosen.append(choose(*args, **kwargs))  # type: ignore[arg-type]
+        return chosen[0]
     monkeypatch.setattr(batch, "grade_learner", fast_grade_learner)
-    monkeypatch.setattr(sandbox, "choose_isolation", lambda *a, **k: sandbox.Isolation(
-        "limits", "resource limits only (a stand-in grades these learners; no learner code runs)"))
+    monkeypatch.setattr(sandbox, "choose_isolation", once)
     yield
 
 
@@ -321,6 +336,16 @@ def test_a_term_of_150_learners_round_trips_through_canvas_and_moodle(
                         assert s.total == s.points, (out.name, p, s.late)
                     checked += 1
         assert checked > 600
+
+        # the handful graded for real: the model answers get every point, the untouched stubs none
+        for (i, week), source in REAL.items():
+            p = PEOPLE[i]
+            name = f"{'canvas' if p.canvas else 'moodle'}-week{week}"
+            sheet = next(s for s in store.assignment_sheet(gb, name) if s.key == final_keys[p.lms_id])
+            if source == "solutions":
+                assert sheet.points == sheet.max_points and {e.status for e in sheet.exercises} == {"passed"}, sheet
+            else:
+                assert sheet.points == 0 and {e.status for e in sheet.exercises} == {"not_attempted"}, sheet
 
         # the override, with its reason, in the sheet and the history
         person, week, exercise, points, reason = OVERRIDE
