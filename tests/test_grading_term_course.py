@@ -337,6 +337,14 @@ def test_a_term_of_150_learners_round_trips_through_canvas_and_moodle(
                     checked += 1
         assert checked > 600
 
+        # the history is complete: each learner's arrival, and a result for each assignment handed in
+        for p in PEOPLE:
+            history = store.learner_history(gb, final_keys[p.lms_id])
+            assert [c.what for c in history].count("learner") == 1, p
+            lms = "canvas" if p.canvas else "moodle"
+            assert {c.assignment for c in history if c.what == "result" and c.new is not None} == {
+                f"{lms}-week{w}" for w in WEEKS if not p.absent(w)}, p
+
         # the handful graded for real: the model answers get every point, the untouched stubs none
         for (i, week), source in REAL.items():
             p = PEOPLE[i]
@@ -361,6 +369,10 @@ def test_a_term_of_150_learners_round_trips_through_canvas_and_moodle(
             key = final_keys[PEOPLE[i].lms_id]
             assert any(c.what == "extension" and c.reason == why and c.assignment.endswith(f"week{week}")
                        for c in store.learner_history(gb, key)), key
+            name = f"{'canvas' if PEOPLE[i].canvas else 'moodle'}-week{week}"
+            sheet = next(s for s in store.assignment_sheet(gb, name) if s.key == key)
+            assert sheet.lms_late and sheet.late is not None and "extension" in sheet.late.sentence
+            assert "extension" in (course / name / "feedback" / f"{key}.md").read_text()
         # the regrades: the resubmission's full marks replaced the stub's zeros, each with a history row
         for i, week in REGRADED:
             p = PEOPLE[i]
