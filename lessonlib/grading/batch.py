@@ -431,8 +431,9 @@ def _stop_everything(batch: _Batch) -> None:
 def _grader_failed(batch: _Batch, learner: Learner, exc: Exception) -> r.LearnerResult:
     """The safety net: a failure of the grader itself on one learner is recorded, the batch goes on."""
     reason = f"The grader failed on this submission ({type(exc).__name__}: {exc}); please report it."
+    assigned = {c.name for c in batch.courses}  # the assignment's exercises, not every notebook's
     grades = [r.ExerciseGrade(e.notebook, e.name, 0.0, e.points, r.ERROR, reason[:300], reason)
-              for e in EXERCISES.values()]
+              for e in EXERCISES.values() if e.notebook in assigned]
     return r.LearnerResult(learner.name, learner.key, "", batch.isolation.level if batch.isolation else "?",
                            datetime.now(timezone.utc).isoformat(timespec="seconds"), grades, list(learner.notes),
                            lms_id=learner.lms_id, late=learner.late)

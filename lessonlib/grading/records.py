@@ -110,7 +110,7 @@ class LearnerResult:
     lms_id: str = ""  # the LMS's id for this learner (Canvas user id, Moodle participant id)
     late: bool = False  # the LMS marked the submission late
     late_deducted: float = 0.0  # points the assignment's late policy took off the total
-    late_note: str = ""  # the late policy's sentence for this learner ("" when it changed nothing)
+    late_note: str = ""  # the late policy's sentence ("" when it changed nothing and no extension spared late work)
 
     @property
     def points(self) -> float:

@@ -14,7 +14,9 @@ Policies (``assignments.late_policy``):
 
 The due date is the learner's extension when there is one, else the assignment's. When the
 submission time is unknown but the LMS marks the work late, ``zero`` still applies (late is late)
-and ``per_day`` deducts nothing, saying why: the number of days is not known.
+and ``per_day`` deducts nothing, saying why: the number of days is not known. A learner with an
+extension whose submission time is unknown is not penalised: the LMS's late flag was measured
+against the assignment's due date, not the extended one.
 """
 
 from __future__ import annotations
@@ -90,6 +92,10 @@ def late_adjusted(total: float, max_points: float, policy: LatePolicy, *, due: d
 
     if submitted is not None and due_at is not None:
         days: int | None = days_late(submitted, due_at)
+    elif lms_late and extension is not None:  # the LMS's flag is against the assignment's due date
+        return result(total, 0, f"The LMS marks this submission late, but against the assignment's due date: with "
+                                f"an extension to {extension.isoformat(timespec='minutes')} and the submission "
+                                "time not known, nothing is deducted.")
     elif lms_late:
         days = None
     else:

@@ -126,6 +126,11 @@ def assignment_sheet(gradebook: Gradebook, assignment: str, *, every_learner: bo
     return sheets
 
 
+def _spared(sheet: LearnerSheet, info: Any) -> bool:
+    """The LMS marks the work late, and the learner's extension moved the due date: the feedback says so."""
+    return sheet.lms_late and sheet.late is not None and sheet.late.due_at != info.due_at
+
+
 def learner_results(gradebook: Gradebook, assignment: str) -> list[r.LearnerResult]:
     """Every learner's result as the gradebook writers take it, with hand grades and overrides applied
     (a hand grade as ``manual.apply_marks`` applies it; an override as the points, with a note)."""
@@ -154,7 +159,7 @@ def learner_results(gradebook: Gradebook, assignment: str) -> list[r.LearnerResu
             graded_at=sub["graded_at"] or "", exercises=grades, notes=json.loads(sub["notes"]), files=files,
             seconds=sub["seconds"], lms_id=sheet.lms_id, late=sheet.lms_late,
             late_deducted=sheet.late.deducted if sheet.late else 0.0,
-            late_note=sheet.late.sentence if sheet.late and sheet.late.deducted else ""))
+            late_note=sheet.late.sentence if sheet.late and (sheet.late.deducted or _spared(sheet, info)) else ""))
     return results
 
 
