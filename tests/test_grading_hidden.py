@@ -138,17 +138,26 @@ def test_check_with_a_seed_says_how_many_and_nothing_else() -> None:
 
 
 def test_a_diagnosis_shown_to_a_learner_rests_on_public_cases() -> None:
-    """An upper-triangle mask on hidden lengths only: the instructor's report names it; the learner is
-    told only the count, since naming it would say which hidden inputs failed."""
+    """An upper-triangle mask on hidden lengths only: the learner is told only the count, since
+    naming it would say which hidden inputs failed. No model names it for the instructor either:
+    on the public cases the answer does not do what an upper triangle predicts, and a model names
+    an answer only when it matches on every case that tells them apart. Wrong everywhere, the
+    same mistake is named to both."""
 
     def upper_on_hidden(length: int) -> np.ndarray:
         mask = np.tril(np.ones((length, length), dtype=bool))
         return mask if length in (1, 4, 6) else mask.T
 
-    learner = check("causal_mask", upper_on_hidden, seed=SEED, quiet=True)
-    assert learner.diagnoses == [] and learner.instructor_diagnoses == []
+    def upper_everywhere(length: int) -> np.ndarray:
+        return np.triu(np.ones((length, length), dtype=bool))
+
     from lessonlib.exercises import hidden_cases, judge, public_cases, run_cases
 
+    learner = check("causal_mask", upper_on_hidden, seed=SEED, quiet=True)
+    assert learner.diagnoses == [] and learner.instructor_diagnoses == []
     cases = public_cases("causal_mask") + hidden_cases("causal_mask", SEED)
     full = judge("causal_mask", cases, run_cases(upper_on_hidden, cases))
-    assert full.diagnoses == [] and "causal_upper_triangle" in [d.name for d in full.instructor_diagnoses]
+    assert full.diagnoses == [] and full.points < full.max_points
+    everywhere = judge("causal_mask", cases, run_cases(upper_everywhere, cases))
+    assert "causal_upper_triangle" in [d.name for d in everywhere.diagnoses]
+    assert "causal_upper_triangle" in [d.name for d in everywhere.instructor_diagnoses]
