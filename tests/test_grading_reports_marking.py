@@ -15,6 +15,8 @@ from lessonlib.grading.manual import MANUAL_COLUMNS, manual_rows, read_manual
 from lessonlib.grading.reports import marking
 from lessonlib.grading.safe_text import csv_row
 
+SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"  # the course's, installed package or not
+
 Q = "q2_attention_not_causal"
 NAMES = {"zoe_k": "Zoë Quintessa", "bob_k": "Bob Marchetti", "amy_k": "Amy Wexford", "cal_k": "Cal Ostrander"}
 
@@ -35,7 +37,7 @@ def _results() -> list[r.LearnerResult]:
 
 
 def test_the_page_renders_alone_with_the_rubric_and_the_model_answer(tmp_path: Path) -> None:
-    paths = marking.write_marking_pages(tmp_path, _results())
+    paths = marking.write_marking_pages(tmp_path, _results(), solutions=SOLUTIONS)
     assert [p.name for p in paths] == [f"{Q}.html", marking.KEY_FILE]
     text = paths[0].read_text(encoding="utf-8")
     page = assert_alone(text)
@@ -50,7 +52,7 @@ def test_the_page_renders_alone_with_the_rubric_and_the_model_answer(tmp_path: P
 
 
 def test_learner_text_is_shown_as_text(tmp_path: Path) -> None:
-    text = marking.write_marking_pages(tmp_path, _results())[0].read_text(encoding="utf-8")
+    text = marking.write_marking_pages(tmp_path, _results(), solutions=SOLUTIONS)[0].read_text(encoding="utf-8")
     page = assert_alone(text)
     assert HOSTILE_ANSWER in page.words
     assert "</textarea><script>" not in text and "&lt;/textarea&gt;&lt;script&gt;" in text
@@ -58,7 +60,7 @@ def test_learner_text_is_shown_as_text(tmp_path: Path) -> None:
 
 def test_anonymised_by_default_with_a_key_file_the_page_does_not_hold(tmp_path: Path) -> None:
     results = _results()
-    page_path, key_path = marking.write_marking_pages(tmp_path, results)
+    page_path, key_path = marking.write_marking_pages(tmp_path, results, solutions=SOLUTIONS)
     text = page_path.read_text(encoding="utf-8")
     for key, name in NAMES.items():
         assert name not in text and key not in text
@@ -75,7 +77,7 @@ def test_anonymised_by_default_with_a_key_file_the_page_does_not_hold(tmp_path: 
 
 
 def test_names_shown_on_request_and_then_no_key_file(tmp_path: Path) -> None:
-    paths = marking.write_marking_pages(tmp_path, _results(), show_names=True)
+    paths = marking.write_marking_pages(tmp_path, _results(), solutions=SOLUTIONS, show_names=True)
     assert [p.name for p in paths] == [f"{Q}.html"]
     words = assert_alone(paths[0].read_text(encoding="utf-8")).words
     assert "Zoë Quintessa (zoe_k)" in words and "Learner 1" not in words

@@ -13,6 +13,8 @@ from lessonlib.grading.reports import similarity
 from lessonlib.grading.reports.course import course_files, exercise_stubs
 from lessonlib.grading.submissions import Learner
 
+ROOT = Path(__file__).resolve().parents[1]  # the course checkout these tests come from, installed package or not
+
 HEADER = '''def masked_softmax(scores, allowed):
     """Softmax over the last axis with disallowed keys excluded first; empty rows all zero.
 
@@ -75,7 +77,7 @@ def learners(tmp_path_factory: pytest.TempPathFactory) -> list[Learner]:
 @pytest.fixture(scope="module")
 def matches(learners: list[Learner]) -> tuple[list, list]:
     answers = similarity.learner_answers(learners)
-    return similarity.find_matches(answers, course_files(), exercise_stubs())
+    return similarity.find_matches(answers, course_files(ROOT), exercise_stubs(ROOT / "exercises"))
 
 
 def _pairs(found: list) -> set[frozenset[str]]:
@@ -103,8 +105,8 @@ def test_a_copy_of_the_solution_is_found(matches: tuple[list, list]) -> None:
 
 
 def test_the_page_renders_alone_side_by_side_and_escaped(learners: list[Learner], tmp_path: Path) -> None:
-    ours = [f for f in course_files() if not f.label.startswith("lessonlib/")]  # the notebooks: quicker
-    path = similarity.write_similarity_report(tmp_path, learners, course=ours)
+    ours = [f for f in course_files(ROOT) if not f.label.startswith("lessonlib/")]  # the notebooks: quicker
+    path = similarity.write_similarity_report(tmp_path, learners, course=ours, stubs=exercise_stubs(ROOT / "exercises"))
     assert path == tmp_path / similarity.REPORT
     text = path.read_text(encoding="utf-8")
     page = assert_alone(text)
@@ -133,7 +135,8 @@ def test_written_answers_copied_word_for_word_are_found(tmp_path: Path) -> None:
         next(c for c in nb.cells if c.get("id") == question.cell_id).source = text
         folder = write_learner(tmp_path / key, {question.notebook: nb})
         learners.append(Learner(key.upper(), key, {question.notebook: folder / question.notebook}))
-    pairs, copies = similarity.find_matches(similarity.learner_answers(learners), [], exercise_stubs())
+    stubs = exercise_stubs(ROOT / "exercises")
+    pairs, copies = similarity.find_matches(similarity.learner_answers(learners), [], stubs)
     assert [(m.exercise, m.left, m.right) for m in pairs] == [(question.name, "WA (wa)", "WB (wb)")]
     assert copies == []
 

@@ -362,7 +362,8 @@ def test_the_sandbox_binds_the_interpreter_and_nothing_of_the_course(tmp_path: P
                 and "/.venv" not in b and b not in worker_files]
     assert "--bind" not in command and "/tmp" not in bound and "/etc" not in bound
     assert sys.executable in command and "--as-pid-1" in command
-    assert command[command.index("--remount-ro") + 1:command.index("--remount-ro") + 4] == ["/dev", "--remount-ro", "/"]
+    chdir = command.index("--chdir")  # /dev and the root are made read-only last, just before it
+    assert command[chdir - 4:chdir] == ["--remount-ro", "/dev", "--remount-ro", "/"]
     with pytest.raises(sandbox.IsolationError, match="must not see"):
         sandbox.bwrap_command(["-c", "pass"], LIMITS, protected=[Path(sys.prefix).resolve() / "inside"])
 
