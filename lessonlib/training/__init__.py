@@ -8,9 +8,10 @@ decoder-only character language model (:mod:`lessonlib.training.lm`) on the bund
 Shakespeare text (:mod:`lessonlib.training.text`).
 """
 
+from lessonlib.training.checkpoint import CheckpointError
 from lessonlib.training.lm import CharModel, KVCache, Plugs
 from lessonlib.training.loop import Adam, TrainingDiverged, accuracy, predictions, train
-from lessonlib.training.model import POSITIONS, AttentionModel, BeyondTableError, CheckpointError
+from lessonlib.training.model import POSITIONS, AttentionModel, BeyondTableError
 from lessonlib.training.tasks import TASKS, CopyBack, Mode, check_task
 
 __all__ = [

@@ -28,7 +28,6 @@ forward pass of a stored model (see ``Plugs``); the backward pass uses the engin
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ import numpy as np
 from lessonlib.attention import masked_softmax, merge_heads, split_heads
 from lessonlib.masks import causal_mask
 from lessonlib.position import alibi_bias, relative_position_bucket, sinusoidal_positions
+from lessonlib.training import checkpoint
 from lessonlib.training.layers import (
     causal_fill,
     cross_entropy,
@@ -55,7 +55,6 @@ from lessonlib.training.model import (
     RELATIVE_BUCKETS,
     RELATIVE_MAX_DISTANCE,
     BeyondTableError,
-    CheckpointError,
     _check_int,
 )
 
@@ -415,37 +414,12 @@ class CharModel:
 
     def save(self, path: str | Path, *, dtype: str | None = None) -> None:
         """Write the configuration and parameters (as ``dtype``, default the model's) to an ``.npz`` file."""
-        header = json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "config": self.config}, sort_keys=True)
-        arrays = {f"param:{k}": v.astype(dtype or self.dtype) for k, v in self.params.items()}
-        with open(path, "wb") as f:  # a file object keeps numpy from appending ".npz" to the name
-            np.savez_compressed(f, header=np.array(header), **arrays)
+        checkpoint.save(path, FORMAT, FORMAT_VERSION, self.config,
+                        {name: value.astype(dtype or self.dtype) for name, value in self.params.items()})
 
     @classmethod
     def load(cls, path: str | Path, **expected: object) -> CharModel:
         """A model rebuilt from ``save``; ``expected`` config values (e.g. position="rope") must match the file's."""
-        path = Path(path)
-        try:
-            data = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise CheckpointError(f"{path.name} is not a readable .npz checkpoint: {err}") from None
-        with data:
-            try:
-                header = json.loads(str(data["header"]))
-            except (KeyError, json.JSONDecodeError):
-                raise CheckpointError(f"{path.name} has no JSON header: it is not a {FORMAT} checkpoint") from None
-            if not isinstance(header, dict) or header.get("format") != FORMAT:
-                raise CheckpointError(f"{path.name} is not a {FORMAT} checkpoint")
-            if header.get("version") != FORMAT_VERSION:
-                raise CheckpointError(f"{path.name} has format version {header.get('version')!r}; this lessonlib "
-                                      f"reads version {FORMAT_VERSION} (regenerate it with `make train`)")
-            config = header["config"]
-            for key, value in expected.items():
-                if config.get(key) != value:
-                    raise CheckpointError(f"{path.name} is a checkpoint of another configuration: {key}="
-                                          f"{config.get(key)!r} in the file, {value!r} expected")
-            model = cls(**config)
-            stored = {name[len("param:"):]: data[name] for name in data.files if name.startswith("param:")}
-        if set(stored) != set(model.params) or any(stored[k].shape != v.shape for k, v in model.params.items()):
-            raise CheckpointError(f"{path.name} holds parameters that do not fit the configuration {model.config}")
-        model.params = {k: v.astype(model.dtype) for k, v in stored.items()}
+        model, stored = checkpoint.load(path, FORMAT, FORMAT_VERSION, cls, expected)
+        model.params = {name: value.astype(model.dtype) for name, value in stored.items()}
         return model

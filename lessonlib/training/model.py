@@ -18,7 +18,6 @@ sinusoidal_positions, rope, alibi_slopes, relative_position_bucket) and has its 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 from lessonlib.attention import masked_softmax, softmax
 from lessonlib.masks import causal_mask
 from lessonlib.position import alibi_slopes, relative_position_bucket, rope, sinusoidal_positions
+from lessonlib.training import checkpoint
 
 POSITIONS = ("none", "sinusoidal", "learned", "rope", "alibi", "relative")
 FORMAT = "lessonlib.training.AttentionModel"
@@ -40,10 +40,6 @@ RELATIVE_MAX_DISTANCE = 128
 
 class BeyondTableError(IndexError, ValueError):
     """A sequence is longer than a learned position table has rows for."""
-
-
-class CheckpointError(ValueError):
-    """A file is not a checkpoint of this format, or belongs to another configuration."""
 
 
 @dataclass
@@ -337,48 +333,11 @@ class AttentionModel:
 
     def save(self, path: str | Path) -> None:
         """Write the configuration and parameters to an ``.npz`` file with a format name and version."""
-        header = json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "config": self.config}, sort_keys=True)
-        arrays = {f"param:{name}": value for name, value in self.params.items()}
-        with open(path, "wb") as f:  # a file object keeps numpy from appending ".npz" to the name
-            np.savez_compressed(f, header=np.array(header), **arrays)
+        checkpoint.save(path, FORMAT, FORMAT_VERSION, self.config, self.params)
 
     @classmethod
     def load(cls, path: str | Path, **expected: object) -> AttentionModel:
         """A model rebuilt from ``save``; ``expected`` config values (e.g. position="rope") must match the file's."""
-        path = Path(path)
-        try:
-            data = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise CheckpointError(f"{path.name} is not a readable .npz checkpoint: {err}") from None
-        with data:
-            if "header" not in data.files:
-                raise CheckpointError(f"{path.name} is not a {FORMAT} checkpoint: it has no header entry "
-                                      f"(entries: {', '.join(data.files[:5])})")
-            try:
-                header = json.loads(str(data["header"]))
-            except json.JSONDecodeError:
-                raise CheckpointError(f"{path.name} has a header that is not JSON") from None
-            if not isinstance(header, dict) or header.get("format") != FORMAT:
-                found = header.get("format") if isinstance(header, dict) else header
-                raise CheckpointError(f"{path.name} is a {found!r} file, not a {FORMAT} checkpoint")
-            if header.get("version") != FORMAT_VERSION:
-                raise CheckpointError(f"{path.name} has format version {header.get('version')!r}; this lessonlib "
-                                      f"reads version {FORMAT_VERSION} (regenerate it with `make train`)")
-            config = header["config"]
-            for key, value in expected.items():
-                if key not in config:
-                    raise CheckpointError(f"{key!r} is not a configuration field; fields: {', '.join(config)}")
-                if config[key] != value:
-                    raise CheckpointError(f"{path.name} is a checkpoint of another configuration: {key}="
-                                          f"{config[key]!r} in the file, {value!r} expected")
-            model = cls(**config)
-            stored = {name[len("param:"):]: data[name] for name in data.files if name.startswith("param:")}
-        if set(stored) != set(model.params):
-            raise CheckpointError(f"{path.name} holds parameters {sorted(stored)} but a model with its configuration "
-                                  f"has {sorted(model.params)}")
-        for name, value in stored.items():
-            if value.shape != model.params[name].shape:
-                raise CheckpointError(f"{path.name}: parameter {name} has shape {value.shape}, the configuration "
-                                      f"{model.config} needs {model.params[name].shape}")
-            model.params[name] = value.astype(np.float64)
+        model, stored = checkpoint.load(path, FORMAT, FORMAT_VERSION, cls, expected)
+        model.params = {name: value.astype(np.float64) for name, value in stored.items()}
         return model

@@ -1,62 +1,30 @@
 """The character language model rebuilt in torch from the same weights: logits, loss and gradients agree.
 
 The torch version is written from the formulas in lessonlib.training.lm's docstring with torch's
-own pieces (nn.functional.layer_norm, gelu(approximate="tanh"), softmax after a -inf fill,
-cross_entropy), its own RoPE, ALiBi slopes and bucket lookup, in float64; autograd differentiates it.
+own pieces (nn.functional.layer_norm, gelu(approximate="tanh"), cross_entropy) and the attention of
+torch_models.py, in float64; autograd differentiates it.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
+from torch_models import add_position_table, multi_head_attention
 
-from lessonlib import relative_position_bucket
 from lessonlib.training import POSITIONS
 from lessonlib.training.lm import CharModel
-from lessonlib.training.model import RELATIVE_BUCKETS, RELATIVE_MAX_DISTANCE
 
 
 def torch_logits(torch, model: CharModel, params: dict, tokens: np.ndarray):
     """(B, L, V) logits of ``model``'s architecture computed by torch on ``params`` (float64 tensors)."""
     F = torch.nn.functional
-    n_batch, length = tokens.shape
-    h, d_h, d = model.n_heads, model.d_head, model.d_model
-    x = params["embed"][torch.as_tensor(tokens)]  # (B, L, d)
-    pos = torch.arange(length, dtype=torch.float64)
-    if model.position == "sinusoidal":
-        angle = pos[:, None] / 10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)  # (L, d/2)
-        pe = torch.zeros(length, d, dtype=torch.float64)
-        pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
-        x = x + pe
-    elif model.position == "learned":
-        x = x + params["pos_table"][:length]
-    offset = torch.arange(length)[None, :] - torch.arange(length)[:, None]  # (L, L) key - query
-
-    def rotate(z):  # interleaved pairs (2i, 2i+1) by pos * 10000^(-2i/d_h)
-        theta = pos[:, None] * 10000.0 ** (-torch.arange(0, d_h, 2, dtype=torch.float64) / d_h)  # (L, d_h/2)
-        a, b = z[..., 0::2], z[..., 1::2]
-        return torch.stack([a * torch.cos(theta) - b * torch.sin(theta),
-                            a * torch.sin(theta) + b * torch.cos(theta)], dim=-1).flatten(-2)
-
+    d = model.d_model
+    x = add_position_table(torch, model.position, params["embed"][torch.as_tensor(tokens)], params)  # (B, L, d)
     for layer in range(model.n_layers):
         n = f"blocks.{layer}."
         a = F.layer_norm(x, (d,), params[n + "ln1_g"], params[n + "ln1_b"], eps=1e-5)
-        q, k, v = ((a @ params[n + m]).view(n_batch, length, h, d_h).transpose(1, 2) for m in ("wq", "wk", "wv"))
-        if model.position == "rope":
-            q, k = rotate(q), rotate(k)
-        s = q @ k.transpose(-1, -2) / math.sqrt(d_h)  # (B, H, L, L)
-        if model.position == "alibi":
-            slopes = torch.tensor([2.0 ** (-8.0 * (j + 1) / h) for j in range(h)], dtype=torch.float64)
-            s = s - slopes[:, None, None] * offset.abs()
-        elif model.position == "relative":
-            buckets = torch.as_tensor(relative_position_bucket(offset.numpy(), bidirectional=False,
-                                                               n_buckets=RELATIVE_BUCKETS,
-                                                               max_distance=RELATIVE_MAX_DISTANCE))
-            s = s + params[n + "rel_bias"][buckets].permute(2, 0, 1)
-        w = torch.softmax(s.masked_fill(offset > 0, float("-inf")), dim=-1)
-        x = x + (w @ v).transpose(1, 2).reshape(n_batch, length, d) @ params[n + "wo"]
+        heads = multi_head_attention(torch, model.position, a, params, n, model.n_heads, causal=True)
+        x = x + heads @ params[n + "wo"]
         m = F.layer_norm(x, (d,), params[n + "ln2_g"], params[n + "ln2_b"], eps=1e-5)
         hidden = F.gelu(m @ params[n + "w1"] + params[n + "c1"], approximate="tanh")  # (B, L, f)
         x = x + hidden @ params[n + "w2"] + params[n + "c2"]

@@ -1,66 +1,28 @@
 """The NumPy training model rebuilt in torch from the same parameters: loss and every gradient agree.
 
-The torch version is written independently from the formulas (its own RoPE, ALiBi bias and
-bucket lookup, masking with -inf before softmax), in float64, and autograd differentiates it.
+The torch version is written independently from the formulas (the attention of torch_models.py:
+its own RoPE, ALiBi bias and bucket lookup, masking with -inf before softmax), in float64, and
+autograd differentiates it.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import pytest
+from torch_models import add_position_table, multi_head_attention
 
-from lessonlib import relative_position_bucket
 from lessonlib.training import POSITIONS, AttentionModel
-from lessonlib.training.model import RELATIVE_BUCKETS, RELATIVE_MAX_DISTANCE
 
 
 def torch_loss(torch, model: AttentionModel, params: dict, tokens: np.ndarray, targets: np.ndarray):
     """The model's mean cross-entropy, computed with torch operations on ``params`` (torch tensors)."""
-    n_batch, length = tokens.shape
-    h, d_h, d = model.n_heads, model.d_head, model.d_model
-    t = torch.as_tensor(tokens)
-    x = params["embed"][t]  # (B, L, d)
-    pos = torch.arange(length, dtype=torch.float64)
-    if model.position == "sinusoidal":
-        i = torch.arange(0, d, 2, dtype=torch.float64)
-        angle = pos[:, None] / 10000.0 ** (i / d)  # (L, d/2)
-        pe = torch.zeros(length, d, dtype=torch.float64)
-        pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
-        x = x + pe
-    elif model.position == "learned":
-        x = x + params["pos_table"][:length]
-    offset = torch.arange(length)[None, :] - torch.arange(length)[:, None]  # (L, L) key - query
-
-    def rotate(z):  # interleaved pairs (2i, 2i+1) by pos * 10000^(-2i/d_h)
-        theta = pos[:, None] * 10000.0 ** (-torch.arange(0, d_h, 2, dtype=torch.float64) / d_h)  # (L, d_h/2)
-        a, b = z[..., 0::2], z[..., 1::2]
-        return torch.stack([a * torch.cos(theta) - b * torch.sin(theta),
-                            a * torch.sin(theta) + b * torch.cos(theta)], dim=-1).flatten(-2)
-
+    x = add_position_table(torch, model.position, params["embed"][torch.as_tensor(tokens)], params)  # (B, L, d)
     for layer in range(model.n_layers):
         name = f"layers.{layer}."
-
-        q, k, v = ((x @ params[name + m]).view(n_batch, length, h, d_h).transpose(1, 2)  # (B, H, L, d_h)
-                   for m in ("wq", "wk", "wv"))
-        if model.position == "rope":
-            q, k = rotate(q), rotate(k)
-        s = q @ k.transpose(-1, -2) / math.sqrt(d_h)  # (B, H, L, L)
-        if model.position == "alibi":
-            slopes = torch.tensor([2.0 ** (-8.0 * (j + 1) / h) for j in range(h)], dtype=torch.float64)
-            s = s - slopes[:, None, None] * offset.abs()
-        elif model.position == "relative":
-            buckets = torch.as_tensor(relative_position_bucket(
-                offset.numpy(), bidirectional=not model.causal, n_buckets=RELATIVE_BUCKETS,
-                max_distance=RELATIVE_MAX_DISTANCE))
-            s = s + params[name + "rel_bias"][buckets].permute(2, 0, 1)
-        if model.causal:
-            s = s.masked_fill(offset > 0, float("-inf"))
-        w = torch.softmax(s, dim=-1)
-        o = (w @ v).transpose(1, 2).reshape(n_batch, length, d)
-        x = x + o @ params[name + "wo"]
+        heads = multi_head_attention(torch, model.position, x, params, name, model.n_heads, model.causal)
+        x = x + heads @ params[name + "wo"]
     logits = x @ params["unembed"] + params["unembed_bias"]  # (B, L, V)
     return torch.nn.functional.cross_entropy(logits.reshape(-1, model.vocab_size),
                                              torch.as_tensor(targets).reshape(-1), ignore_index=-1)
