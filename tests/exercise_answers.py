@@ -165,6 +165,13 @@ def masked_finite_fill(scores, allowed):
     return _softmax(np.where(allowed, scores, -1e9))
 
 
+def masked_whole_array(scores, allowed):
+    """One row's softmax on the whole array: the maximum and the sum over every element."""
+    s = np.where(allowed, scores, -np.inf)
+    e = np.exp(s - np.max(s))
+    return e / np.sum(e)
+
+
 def masked_nan_rows(scores, allowed):
     return _softmax(np.where(allowed, scores, -np.inf))
 
@@ -778,7 +785,16 @@ def order_several(layer, x):
 
 
 def order_flip(layer, x):
+    """Only the reversal: it keeps every distance |i - j|, so a bias on distance alone passes it."""
     return not np.allclose(np.flip(layer(np.flip(x, axis=1)), axis=1), layer(x), atol=1e-10)
+
+
+def order_roll_and_flip(layer, x):
+    base = layer(x)
+    for perm in (np.arange(x.shape[1])[::-1], np.roll(np.arange(x.shape[1]), 2)):
+        if not np.allclose(layer(x[:, perm]), base[:, perm], atol=1e-10):
+            return True
+    return False
 
 
 def order_not_undone(layer, x):
@@ -1008,7 +1024,7 @@ def exclusion_minus_inf(query, keys, values, w_o):
 
 
 def exclusion_formula(query, keys, values, w_o):
-    """o_(-j) - o = w_j / (1 - w_j) (o - v_j), then through W_o."""
+    """o_(-j) - o = w_j / (1 - w_j) (o - v_j), then through W_o: NaN or inf where w_j rounds to 1."""
     out, w = _attend_one(query, keys, values)
     return w / (1 - w) * np.linalg.norm((out - values) @ w_o, axis=-1)
 
@@ -1131,10 +1147,10 @@ CORRECT = {
     "tiled_attention": [tiled_online, tiled_two_pass, tiled_rows],
     "leaks_future": [leaks_loop, leaks_max_difference, leaks_every_pair],
     "mask_polarity": [polarity_zeros, polarity_compare_values, polarity_two_rows],
-    "is_order_sensitive": [order_roll, order_several, order_flip],
+    "is_order_sensitive": [order_roll, order_several, order_roll_and_flip],
     "alibi_slopes": [alibi_formula, alibi_ratio, alibi_loop],
     "online_softmax": [online_arrays, online_floats, online_log_sum_exp],
-    "exclusion_effects": [exclusion_delete, exclusion_minus_inf, exclusion_formula, exclusion_project_values_first],
+    "exclusion_effects": [exclusion_delete, exclusion_minus_inf, exclusion_project_values_first],
     "alibi_weights": [alibi_w_where, alibi_w_loops, alibi_w_key_form],
     "changed_predictions": [changed_masks, changed_loops, changed_slices],
     "heads_by_slices": [learner.heads_loop, learner.heads_reshape, learner.heads_project_per_head],
@@ -1150,6 +1166,7 @@ WRONG = [
     ("cached_causal_mask", "cache_causal_part_missing", learner.cached_padding_only),
     ("cached_causal_mask", "cache_padding_off_by_one", learner.cached_first_real_blocked),
     ("cached_causal_mask", "cache_positions_unpadded", learner.cached_positions_per_sequence),
+    ("exclusion_effects", "closed_form_at_full_weight", exclusion_formula),
     ("exclusion_effects", "excluded_output_returned", learner.exclusion_without_subtracting),
     ("alibi_weights", "alibi_own_key_excluded", learner.alibi_strictly_before),
     ("alibi_weights", "alibi_after_softmax", learner.alibi_weights_times_bias),
@@ -1184,6 +1201,7 @@ WRONG = [
     ("masked_softmax", "inverted_polarity", masked_inverted),
     ("masked_softmax", "finite_fill_uniform_row", masked_finite_fill),
     ("masked_softmax", "nan_for_empty_row", masked_nan_rows),
+    ("masked_softmax", "normalised_over_whole_array", masked_whole_array),
     ("causal_mask", "causal_upper_triangle", causal_upper),
     ("causal_mask", "causal_diagonal_excluded", causal_strict),
     ("causal_mask", "causal_inverted", causal_blocked),
@@ -1234,6 +1252,7 @@ WRONG = [
     ("is_order_sensitive", "permutation_not_undone", order_not_undone),
     ("is_order_sensitive", "order_exact_equality", order_exact),
     ("is_order_sensitive", "sequences_reordered", order_batch_axis),
+    ("is_order_sensitive", "reversal_only", order_flip),
     ("alibi_slopes", "alibi_off_by_one_head", alibi_from_zero),
     ("alibi_slopes", "alibi_wrong_base", alibi_base_e),
     ("alibi_slopes", "alibi_sign_confused", alibi_negative),

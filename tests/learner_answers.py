@@ -73,6 +73,22 @@ def masked_nan_left(scores, allowed):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def masked_one_row_softmax(scores, allowed):
+    """The lesson's one-row code, -inf added and then a softmax, run on the whole array at once."""
+    excluded = scores + np.where(allowed, 0.0, -np.inf)
+    e = np.exp(excluded - excluded.max())
+    return e / e.sum()
+
+
+def masked_row_max_total_sum(scores, allowed):
+    """The maximum taken per row, but the sum over every element."""
+    s = np.where(allowed, scores, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m[np.isinf(m)] = 0.0
+    e = np.exp(s - m)
+    return e / np.sum(e)
+
+
 # --- causal_mask -----------------------------------------------------------------------------------
 
 
@@ -360,6 +376,13 @@ def order_not_undone_flip(layer, x):
     return not np.allclose(layer(x[:, ::-1]), layer(x))
 
 
+def order_dog_bites_man(layer, x):
+    """The lesson's pair, "dog bites man" against "man bites dog": the tokens reversed, and back."""
+    out = layer(x)
+    reversed_back = layer(x[:, ::-1])[:, ::-1]
+    return bool(np.abs(out - reversed_back).max() > 1e-6)
+
+
 def order_array_equal(layer, x):
     perm = np.random.default_rng(0).permutation(x.shape[1])
     return not np.array_equal(layer(x[:, perm]), layer(x)[:, perm])
@@ -443,6 +466,16 @@ def exclusion_weight_times_value(query, keys, values, w_o):
     w = np.exp(s - s.max())
     w /= w.sum()
     return np.array([np.linalg.norm(w[j] * values[j] @ w_o) for j in range(len(keys))])
+
+
+def exclusion_notebook_formula(query, keys, values, w_o):
+    """The lesson's closed form, every key at once: w / (1 - w) (o - v_j), then through W_o."""
+    s = keys @ query / np.sqrt(len(query))
+    w = np.exp(s - s.max())
+    w /= w.sum()
+    o = w @ values
+    moves = (w / (1 - w))[:, None] * (o[None, :] - values)
+    return np.linalg.norm(moves @ w_o, axis=1)
 
 
 def exclusion_squared(query, keys, values, w_o):
@@ -536,6 +569,8 @@ LEARNER_WRONG = [
     ("masked_softmax", {"inverted_polarity"}, masked_where_swapped),
     ("masked_softmax", {"zeroed_after_softmax"}, masked_multiply_probabilities),
     ("masked_softmax", {"nan_for_empty_row"}, masked_nan_left),
+    ("masked_softmax", {"normalised_over_whole_array"}, masked_one_row_softmax),
+    ("masked_softmax", {"normalised_over_whole_array"}, masked_row_max_total_sum),
     ("causal_mask", set(), causal_sees_next),
     ("causal_mask", {"causal_upper_triangle"}, causal_upper_compare),
     ("causal_mask", {"causal_diagonal_excluded"}, causal_strict_compare),
@@ -571,12 +606,14 @@ LEARNER_WRONG = [
     ("is_order_sensitive", {"permutation_not_undone"}, order_permuted_twice),
     ("is_order_sensitive", {"permutation_not_undone"}, order_not_undone_flip),
     ("is_order_sensitive", {"order_exact_equality"}, order_array_equal),
+    ("is_order_sensitive", {"reversal_only"}, order_dog_bites_man),
     ("alibi_slopes", {"alibi_off_by_one_head"}, alibi_start_at_one),
     ("alibi_slopes", {"alibi_sign_confused"}, alibi_half_base),
     ("alibi_slopes", {"alibi_wrong_base"}, alibi_eight_over),
     ("online_softmax", {"online_not_rescaled"}, online_running_max_no_rescale),
     ("online_softmax", {"online_normalised_per_block"}, online_average_of_blocks),
     ("online_softmax", {"online_not_divided"}, online_forgot_division),
+    ("exclusion_effects", {"closed_form_at_full_weight"}, exclusion_notebook_formula),
     ("exclusion_effects", {"excluded_output_returned"}, exclusion_without_subtracting),
     ("exclusion_effects", {"exclusion_before_projection"}, exclusion_no_w_o),
     ("exclusion_effects", {"exclusion_not_renormalised"}, exclusion_weight_times_value),

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from lessonlib.exercises.spec import ArrayOutput, Case, DiagnosisSpec, Exercise, matches_model, numbered
+from lessonlib.exercises.spec import ArrayOutput, Case, DiagnosisSpec, Exercise, matches_model, numbered, shows
 
 NOTEBOOK = "05_interpretation.ipynb"
 
@@ -83,6 +83,18 @@ def _zeroed_key(query, keys, values, w_o):
     return np.array(effects)
 
 
+def _full_weight_formula(case: Case, got, expected) -> bool:
+    """NaN or inf where a key holds all the weight to float64's precision, right elsewhere: the
+    closed form w_j / (1 - w_j) (o - v_j) divides by a 1 - w_j that rounded to 0."""
+    query, keys, _, _ = case.args
+    full = _weights(query, keys) >= 1.0 - 1e-12  # (S,): the keys whose 1 - w_j has no digits left
+    got = np.asarray(got, dtype=float)
+    if not full.any() or got.shape != expected.shape:
+        return False
+    rest_right = np.allclose(got[~full], expected[~full], rtol=1e-6, atol=1e-9)
+    return bool(rest_right and not np.isfinite(got[full]).all())
+
+
 def exclusion_public() -> list[Case]:
     rng = np.random.default_rng(505)
     # key 0 gets the largest weight, and its value differs from the others' mean [1, 0, 0] only in the
@@ -100,6 +112,12 @@ def exclusion_public() -> list[Case]:
              (rng.normal(size=4), rng.normal(size=(5, 4)), rng.normal(size=(5, 2)), rng.normal(size=(2, 4)))),
         Case("", "2 keys, d 2, value width 3, output width 3",
              (rng.normal(size=2) * 2, rng.normal(size=(2, 2)), rng.normal(size=(2, 3)), rng.normal(size=(3, 3)))),
+        Case("", "4 keys: key 0's score is 60 above the others, so its weight is 1 to float64's precision",
+             (np.array([60.0 * math.sqrt(2.0), 0.0]),
+              np.array([[1.0, 0.0], [0.0, 1.0], [0.0, -1.0], [0.0, 0.5]]),
+              np.array([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0], [-2.0, 0.5]]),
+              np.array([[1.0, 0.5, 0.0], [-1.0, 2.0, 1.0]])),
+             frozenset({"full-weight"})),
     ])
 
 
@@ -176,6 +194,16 @@ EXCLUSION_EFFECTS = Exercise(
             "weight. A zero key is a different key, not an excluded one.",
             "Remove the key from the softmax: drop its score, or set the score to -inf.",
             "times-mask", matches_model(_zeroed_key),
+        ),
+        DiagnosisSpec(
+            "closed_form_at_full_weight", "The closed form divides by 1 - w, which rounded to 0",
+            "The effects are right except for a key that holds all the weight, where the answer gives NaN "
+            "or inf. The lesson's formula w_j / (1 - w_j) (o - v_j) is exact on paper, but when one weight "
+            "is 1 to float64's precision, 1 - w_j is 0 and the division has nothing left to divide by. "
+            "Excluding that key is still well defined: the output becomes the other keys' weighted mean.",
+            "Compute the effect from its definition: exclude key j before the softmax, recompute the output "
+            "from the other keys, subtract the full output, then project with W_o.",
+            "exclusion", shows(_full_weight_formula, tags=["full-weight"]),
         ),
         DiagnosisSpec(
             "exclusion_missing_scale", "No 1/sqrt(d) scaling",

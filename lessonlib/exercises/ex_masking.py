@@ -58,12 +58,31 @@ def _rows_sum_below_one(case: Case, got, expected) -> bool:
         return False
     masked_zero = np.all(np.abs(got[~full]) < 1e-12)
     sums = got.sum(axis=-1)[live]  # an all-zero row is some other mistake
+    if live.sum() > 1 and abs(float(got.sum()) - 1.0) < 1e-6:
+        return False  # the whole array sums to one: normalised over every row at once, not zeroed after
     return bool(masked_zero and np.all(sums > 0) and np.any(sums < 1 - 1e-6))
 
 
 def _renormalised_after(scores, allowed):
     kept = softmax(scores) * allowed
     return kept / kept.sum(axis=-1, keepdims=True)
+
+
+def _whole_array_models():
+    """The one-row softmax applied to a whole array: its maximum and its sum taken over every element."""
+
+    def whole(scores, allowed):
+        s = np.where(_full(scores, allowed), scores, -np.inf)
+        e = np.exp(s - s.max())
+        return e / e.sum()
+
+    def whole_sum(scores, allowed):  # the maximum per row, the sum still over every element
+        s = np.where(_full(scores, allowed), scores, -np.inf)
+        top = s.max(axis=-1, keepdims=True)
+        e = np.exp(s - np.where(np.isneginf(top), 0.0, top))
+        return e / e.sum()
+
+    return whole, whole_sum
 
 
 def _scores_times_mask(scores, allowed):
@@ -167,6 +186,14 @@ MASKED_SOFTMAX_DIAGNOSES = (
         "Renormalising afterwards cannot recover weights that underflowed. Exclude the "
         "disallowed scores before the softmax instead.",
         "renormalised-after", _matches(_renormalised_after, tags=["dominant-masked"]),
+    ),
+    DiagnosisSpec(
+        "normalised_over_whole_array", "Normalised over the whole array, not row by row",
+        "The weights of the whole array sum to one instead of each row's: the softmax took its sum "
+        "(and maybe its maximum) over every element, as it may for one row of scores.",
+        "Each row is a distribution of its own: take the maximum and the sum over the last axis with "
+        "axis=-1, keepdims=True, so that they broadcast back against the row.",
+        "zeroed-after", _matches(*_whole_array_models()),
     ),
     DiagnosisSpec(
         "scores_times_mask", "Scores multiplied by the mask",
@@ -649,10 +676,20 @@ _LAYER_TEXT = {
 }
 
 
+def layer_leaks(mask: str, n_queries: int) -> bool:
+    """Whether a probe layer leaks: its mask lets a later position in, and it returns an earlier one.
+
+    A step that returns one position (the newest) has no earlier output to move, whatever its mask.
+    """
+    return mask in LEAKING_MASKS and n_queries > 1
+
+
 def _layer_case(mask: str, seed: int, length: int, n_queries: int, d_model: int) -> Case:
     shape = "square" if n_queries == length else "cache"
-    tags = {"leaks" if mask in LEAKING_MASKS else "causal", mask, shape}
-    returned = "every position" if shape == "square" else f"the last {n_queries} positions"
+    kind = "leaks" if layer_leaks(mask, n_queries) else "causal" if mask not in LEAKING_MASKS else "one-step"
+    tags = {kind, mask, shape}
+    returned = ("every position" if shape == "square" else "the newest position only" if n_queries == 1
+                else f"the last {n_queries} positions")
     return Case("", f"{_LAYER_TEXT[mask]}, length {length}, returns {returned}, d_model {d_model}",
                 (probe("layer", d=d_model, seed=seed, mask=mask, queries=n_queries), length, n_queries, d_model),
                 frozenset(tags))
@@ -748,6 +785,7 @@ def leaks_future_public() -> list[Case]:
         _layer_case("causal-rounding", 13, 6, 4, 4),
         _layer_case("early", 14, 7, 3, 6),
         _layer_case("last", 15, 5, 5, 4),
+        _layer_case("none", 17, 6, 1, 4),
     ])
 
 

@@ -228,6 +228,7 @@ _ORDER_TEXT = {
     "learned": "two-head self-attention with learned positions added to the input",
     "causal": "two-head self-attention with a causal mask and no position",
     "rope": "two-head self-attention with RoPE on queries and keys",
+    "distance": "two-head self-attention with the bias -|i - j| / 2 on its scores",
 }
 ORDER_BLIND = frozenset({"plain", "rowwise"})
 
@@ -290,6 +291,17 @@ def _exact_not_unpermuted(detect: DetectFn) -> DetectFn:
     return exact
 
 
+def _reversal_only(records: Sequence[Record]) -> list[str]:
+    """The layer with a symmetric distance bias called order-blind, every other layer right: reversing
+    the tokens keeps every distance |i - j|, so a test that only reverses cannot see that bias."""
+    distance = [r for r in records if "distance" in r.case.tags]
+    if not distance or any(r.got is not False for r in distance):
+        return []
+    if not all(r.passed for r in records if "distance" not in r.case.tags):
+        return []
+    return [r.case.id for r in distance]
+
+
 def _all_called_blind(records: Sequence[Record]) -> list[str]:
     """Every layer called order-blind, those with a position or a mask included: what reordering the
     sequences of the batch (axis 0) gives, since a layer treats each sequence on its own."""
@@ -305,6 +317,7 @@ def order_public() -> list[Case]:
         _order_case("sinusoidal", 33, 3, 5, 8),
         _order_case("causal", 34, 2, 4, 4),
         _order_case("rope", 35, 3, 6, 4),
+        _order_case("distance", 36, 2, 5, 4),
     ])
 
 
@@ -316,7 +329,7 @@ def order_hidden(rng: np.random.Generator) -> list[Case]:
 
     Every seed draws the same kinds and shape; only the layers' weights, x and the order differ.
     """
-    kinds = ["plain", "rowwise", "learned", "sinusoidal", "causal", "rope", "plain"]
+    kinds = ["plain", "rowwise", "learned", "sinusoidal", "causal", "rope", "distance", "plain"]
     return [_order_case(str(k), int(rng.integers(1000, 10**6)), *HIDDEN_ORDER_SHAPE) for k in rng.permutation(kinds)]
 
 
@@ -355,6 +368,16 @@ IS_ORDER_SENSITIVE = Exercise(
             "(about 1e-16), and an exact comparison counts that.",
             "Compare with a tolerance: np.allclose(layer(x[:, p]), layer(x)[:, p]).",
             "permutation", _exact_not_unpermuted(matches_model(_order_exact, tags=["plain"])),
+        ),
+        DiagnosisSpec(
+            "reversal_only", "Only permutations that keep every distance were tried",
+            "Every layer is right but the one whose scores carry the bias -|i - j| / 2, called order-blind. "
+            "Reversing the tokens (the lesson's 'dog bites man' and 'man bites dog') keeps the distance "
+            "between every two tokens, so a bias on distance alone comes out the same after it: only a "
+            "permutation that changes some distance, such as a rotation by one, shows it.",
+            "Try several permutations, at least one that is not a reversal: np.roll(np.arange(n), 1), or "
+            "random ones.",
+            "permutation", _reversal_only,
         ),
     ),
     stub_hint="does reordering the tokens change more than the order of the outputs?",

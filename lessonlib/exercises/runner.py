@@ -244,7 +244,8 @@ PROBE_PREFIX = "probe:"
 HANDLE_PREFIX = "probe-handle:"
 REMOTE_CALL: Any = None  # (handle, arrays) -> ndarray, installed by the grading worker
 LAYER_MASKS = ("none", "causal", "causal-rounding", "inverted", "next", "last", "early")
-LAYER_POSITIONS = ("none", "sinusoidal", "learned", "rope", "rowwise")
+LAYER_POSITIONS = ("none", "sinusoidal", "learned", "rope", "rowwise", "distance")
+DISTANCE_SLOPE = 0.5  # the "distance" layer's penalty per step of |i - j|
 EMPTY_ROW_POLICIES = ("nan", "zeros", "uniform")
 MASK_POLARITIES = ("attend", "blocked", "additive")
 
@@ -365,7 +366,8 @@ class ProbeLayer:
     every query also sees the last position), "early" (causal, and the first returned position
     also sees the one after it).
     position: "none", "sinusoidal" or "learned" (added to the input), "rope" (queries and keys
-    rotated), or "rowwise" (no attention at all: tanh(x W) row by row).
+    rotated), "distance" (the bias -|i - j| / 2 added to the scores, the same for both directions),
+    or "rowwise" (no attention at all: tanh(x W) row by row).
     batch_first: the shape libraries use instead, ``(batch, n, d) -> (batch, n, d)``, each sequence
     on its own, with two heads of width d/2 and an output projection W_o (d a multiple of 4).
     queries: return the outputs of the last ``queries`` positions only, ``(queries, d)`` (a step
@@ -430,7 +432,10 @@ class ProbeLayer:
         allowed = self._allowed(n)
         for i in range(n):  # one query at a time: row i reads only the keys it may see
             keys = np.flatnonzero(allowed[i])
-            w = _softmax_rows(k[keys] @ q[i] / math.sqrt(d_h))  # (n_allowed,)
+            scores = k[keys] @ q[i] / math.sqrt(d_h)  # (n_allowed,)
+            if self.position == "distance":
+                scores = scores - DISTANCE_SLOPE * np.abs(keys - i)  # symmetric: blind to the direction
+            w = _softmax_rows(scores)  # (n_allowed,)
             out[i] = w @ v[keys]
         return out
 
