@@ -105,10 +105,14 @@ def causal_fill(allowed: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.where(allowed, 0.0, -np.inf).astype(dtype)
 
 
-def softmax_with_fill(scores: np.ndarray, fill: np.ndarray) -> np.ndarray:
-    """softmax(scores + fill) over the last axis, in place in ``scores`` (returned); every row must keep a key."""
+def softmax_with_fill(scores: np.ndarray, fill: np.ndarray | None) -> np.ndarray:
+    """softmax(scores + fill) over the last axis, in place in ``scores`` (returned); every row must keep a key.
+
+    ``fill`` None: every key is allowed (one query at the end of the keys).
+    """
     s = scores  # (..., S)
-    s += fill
+    if fill is not None:
+        s += fill
     s -= s.max(axis=-1, keepdims=True)
     np.exp(s, out=s)
     s /= s.sum(axis=-1, keepdims=True)

@@ -215,6 +215,17 @@ class CharModel:
             return self.params[f"blocks.{layer}.rel_bias"][buckets].transpose(2, 0, 1)  # (H, L, S)
         return None
 
+    def _rotations(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """RoPE's (cos, sin) tables (n, d_h/2) for positions start .. start+n-1, computed once per model.
+
+        The table covers at least ``max_length`` positions and doubles when a longer text needs it.
+        """
+        table = getattr(self, "_rotation_table", None)
+        if table is None or table[0].shape[0] < start + n:
+            size = max(self.max_length, 2 * (start + n) if table is not None else start + n)
+            table = self._rotation_table = rotation_tables(np.arange(size), self.d_head, self.dtype)
+        return table[0][start:start + n], table[1][start:start + n]
+
     @staticmethod
     def _buckets(offsets: np.ndarray) -> np.ndarray:
         return relative_position_bucket(offsets, bidirectional=False, n_buckets=RELATIVE_BUCKETS,
@@ -240,13 +251,15 @@ class CharModel:
         elif self.position == "learned":
             x = x + p["pos_table"][start:start + n_new]  # (B, L, d)
         n_keys = start + n_new
-        allowed = self._mask(batch, n_new, n_keys, plugs)
-        # the engine's own mask needs no policy for empty rows: a fill of 0 / -inf is the fast path
-        fill = None
-        if plugs.softmax is None and plugs.causal_mask is None and plugs.cached_causal_mask is None:
-            fill = causal_fill(allowed, dt)  # (L, S)
+        own_mask = plugs.softmax is None and plugs.causal_mask is None and plugs.cached_causal_mask is None
+        # the engine's own mask needs no policy for empty rows: a fill of 0 / -inf is the fast path, and
+        # one new query at the end of the keys (a decoding step) sees every key, so it needs no fill at all
+        allowed = fill = None
+        if not (own_mask and n_new == 1 and plugs.attention is None):
+            allowed = self._mask(batch, n_new, n_keys, plugs)
+            fill = causal_fill(allowed, dt) if own_mask else None  # (L, S)
         if self.position == "rope" and plugs.position is None:
-            cos, sin = rotation_tables(positions, self.d_head, dt)  # (L, d_h/2) each
+            cos, sin = self._rotations(start, n_new)  # (L, d_h/2) each
         for layer in range(self.n_layers):
             n = f"blocks.{layer}."
             a, xhat1, rstd1 = layer_norm(x, p[n + "ln1_g"], p[n + "ln1_b"])  # (B, L, d)
@@ -279,7 +292,7 @@ class CharModel:
                 s *= dt.type(1.0 / math.sqrt(self.d_head))
                 if bias is not None:
                     s += bias.astype(dt)  # (B, H, L, S)
-                if fill is not None:
+                if own_mask:
                     w = softmax_with_fill(s, fill)  # (B, H, L, S)
                 else:
                     w = np.asarray((plugs.softmax or masked_softmax)(s, allowed), dtype=dt)  # (B, H, L, S)
@@ -366,7 +379,7 @@ class CharModel:
         n_new = tokens.shape[1]
         positions = np.arange(n_new)  # (L,)
         if self.position == "rope":
-            cos, sin = rotation_tables(positions, self.d_head, self.dtype)  # (L, d_h/2) each
+            cos, sin = self._rotations(0, n_new)  # (L, d_h/2) each
         xhatf, rstdf, y = keep[-1]
         g["unembed"] = y.reshape(-1, d).T @ d_logits.reshape(-1, self.vocab_size)  # (d, V)
         dx, g["lnf_g"], g["lnf_b"] = layer_norm_backward(d_logits @ p["unembed"].T, xhatf, rstdf, p["lnf_g"])
