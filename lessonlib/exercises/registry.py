@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from lessonlib.exercises.ex_capstone import CACHED_ATTENTION_STEP
 from lessonlib.exercises.ex_cost import ONLINE_SOFTMAX, SCORE_MATRIX_BYTES, TILED_ATTENTION
 from lessonlib.exercises.ex_interpretation import EXCLUSION_EFFECTS
 from lessonlib.exercises.ex_masking import (
@@ -45,6 +46,7 @@ EXERCISES: dict[str, Exercise] = {
         ALIBI_WEIGHTS,
         CHANGED_PREDICTIONS,
         HEADS_BY_SLICES, SATURATED_SHARE, T5_BUCKET,
+        CACHED_ATTENTION_STEP,
     )
 }
 
@@ -145,6 +147,36 @@ Q6_RUBRIC = (
 )
 
 
+Q7_RUBRIC = (
+    RubricItem(
+        "Reading the table",
+        (
+            "No mechanism chosen, or one chosen by its loss at the training length alone.",
+            "Chooses ALiBi, or says which mechanisms degrade, without the numbers that show it, or "
+            "without what happens to the others (learned, sinusoidal).",
+            "Chooses ALiBi from the measurements: its loss stays flat from 1x to 8x (about 1.78 to 1.76) "
+            "while sinusoidal rises past the bigram's loss, RoPE and T5's buckets degrade from 2x on, the "
+            "mask alone degrades least of the rest from a worse start, and learned cannot be evaluated "
+            "beyond its table; gives a reason (ALiBi's penalty is a fixed function of distance, defined at "
+            "any distance; the others meet positions or offsets never seen in training).",
+        ),
+    ),
+    RubricItem(
+        "What a model this small can and cannot show",
+        (
+            "Takes every difference in the table as settled, or says nothing of its limits.",
+            "Names one limit (one seed, a small model, one text) without saying what it does to the "
+            "conclusions.",
+            "Separates what holds from what does not: the order of the mechanisms beyond the training "
+            "length and the shapes of the curves are large effects (tenths of a nat to nats); differences "
+            "of a few hundredths at the training length could change with another seed; one small model on "
+            "one text with 64-character windows says nothing certain about models a thousand times larger "
+            "or trained on longer windows (Press et al.'s figure).",
+        ),
+    ),
+)
+
+
 MANUAL_QUESTIONS: dict[str, ManualQuestion] = {
     q.name: q
     for q in (
@@ -157,6 +189,12 @@ MANUAL_QUESTIONS: dict[str, ManualQuestion] = {
             "q6_streaming", "06_training.ipynb", "q6-streaming", 4,
             "Which stored previous-token model can stream, its predictions never changed by later tokens?",
             "training-causal", Q6_RUBRIC,
+        ),
+        ManualQuestion(
+            "q7_length_table", "07_capstone.ipynb", "q7-length-table", 4,
+            "Which mechanism would you choose to write texts longer than the training windows, and what can "
+            "the length table not tell you?",
+            "capstone-length", Q7_RUBRIC,
         ),
     )
 }

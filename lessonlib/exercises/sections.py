@@ -29,6 +29,7 @@ POSITION = "notebooks/03_position.ipynb"
 COST = "notebooks/04_cost.ipynb"
 INTERPRETATION = "notebooks/05_interpretation.ipynb"
 TRAINING = "notebooks/06_training.ipynb"
+CAPSTONE = "notebooks/07_capstone.ipynb"
 
 SECTIONS: dict[str, Section] = {
     "convex": Section(SCALING, "The output is a convex combination of the values"),
@@ -61,4 +62,6 @@ SECTIONS: dict[str, Section] = {
     "position-enters": Section(POSITION, "Three places where position can enter"),
     "training-task": Section(TRAINING, "The model and the task"),
     "training-causal": Section(TRAINING, "A causal mask alone"),
+    "capstone-length": Section(CAPSTONE, "Longer than training"),
+    "capstone-cache": Section(CAPSTONE, "The cost of writing: a key/value cache"),
 }

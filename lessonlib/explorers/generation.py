@@ -17,6 +17,7 @@ import numpy as np
 from lessonlib.plots import bars, new_figure
 from lessonlib.training import POSITIONS
 from lessonlib.training import lm_catalog as catalog
+from lessonlib.training.loop import one_blas_thread
 from lessonlib.training.text import load
 
 TOP = 10  # characters shown in the figure
@@ -62,7 +63,8 @@ def compute(settings: Settings) -> Result:
     except ValueError as err:
         return Result(**{**empty.__dict__, "refusal": str(err)})
     model = catalog.stored(settings.mechanism)
-    logits = model.logits(ids[None])[0, -1].astype(np.float64)  # (V,)
+    with one_blas_thread():  # a prompt of at most 64 characters: BLAS threads would only wait
+        logits = model.logits(ids[None])[0, -1].astype(np.float64)  # (V,)
     if settings.temperature == 0:
         probs = np.eye(vocab.size)[np.argmax(logits)]  # (V,)
     else:

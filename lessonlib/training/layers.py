@@ -24,19 +24,30 @@ GELU_C = math.sqrt(2.0 / math.pi)
 
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(y, xhat, rstd): y = xhat g + b, xhat = (x - mean) * rstd, rstd = 1 / sqrt(var + eps), last axis."""
-    mu = x.mean(axis=-1, keepdims=True)  # (..., 1)
-    xc = x - mu  # (..., d)
-    rstd = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + LN_EPS)  # (..., 1)
-    xhat = xc * rstd  # (..., d)
-    return xhat * g + b, xhat, rstd
+    xhat = x - x.mean(axis=-1, keepdims=True)  # (..., d), centred; scaled in place below
+    rstd = np.einsum("...i,...i->...", xhat, xhat)[..., None]  # (..., 1): sum of squares, one pass
+    rstd *= 1.0 / x.shape[-1]
+    rstd += LN_EPS
+    np.sqrt(rstd, out=rstd)
+    np.reciprocal(rstd, out=rstd)
+    xhat *= rstd
+    y = xhat * g  # (..., d)
+    y += b
+    return y, xhat, rstd
 
 
 def layer_norm_backward(dy: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, g: np.ndarray):
     """(dx, dg, db) of LN, from dy (..., d)."""
-    dxhat = dy * g  # (..., d)
-    dx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
     d = dy.shape[-1]
-    return dx, (dy * xhat).reshape(-1, d).sum(axis=0), dy.reshape(-1, d).sum(axis=0)
+    dxhat = dy * g  # (..., d)
+    proj = np.einsum("...i,...i->...", dxhat, xhat)[..., None]  # (..., 1): sum of dxhat * xhat
+    proj *= 1.0 / d
+    dx = xhat * proj  # (..., d)
+    dx += dxhat.mean(axis=-1, keepdims=True)
+    np.subtract(dxhat, dx, out=dx)
+    dx *= rstd
+    dg = np.einsum("ni,ni->i", dy.reshape(-1, d), xhat.reshape(-1, d))  # (d,)
+    return dx, dg, dy.reshape(-1, d).sum(axis=0)
 
 
 def gelu(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -47,27 +58,29 @@ def gelu(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     t += x
     t *= GELU_C
     np.tanh(t, out=t)  # tanh(sqrt(2/pi)(x + 0.044715 x^3))
-    y = 0.5 * x
-    y *= 1.0 + t
+    y = t + 1.0  # (..., f)
+    y *= x
+    y *= 0.5
     return y, t
 
 
 def gelu_backward(dy: np.ndarray, x: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """d loss / d x of GELU, from dy and what :func:`gelu` kept (in place on temporaries: it is a hot loop).
+    """d loss / d x of GELU, from dy and what :func:`gelu` kept; ``t`` is used up (overwritten): it is a hot loop.
 
     dGELU/dx = (1 + t) / 2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+             = (1 + t) / 2 * (1 + A (1 - t)),   A = sqrt(2/pi) x (1 + 3 * 0.044715 x^2)
     """
     inner = x * x  # (..., f)
     inner *= 3 * 0.044715 * GELU_C
     inner += GELU_C
-    inner *= x
-    sech2 = t * t
-    np.subtract(1.0, sech2, out=sech2)  # 1 - t^2
-    inner *= sech2
-    inner += t
-    inner += 1.0
-    inner *= 0.5
+    inner *= x  # A
+    np.subtract(1.0, t, out=t)  # 1 - t
+    inner *= t
+    inner += 1.0  # 1 + A (1 - t)
+    np.subtract(2.0, t, out=t)  # 1 + t
+    inner *= t
     inner *= dy
+    inner *= 0.5
     return inner
 
 
@@ -92,9 +105,14 @@ def causal_fill(allowed: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.where(allowed, 0.0, -np.inf).astype(dtype)
 
 
-def softmax_with_fill(scores: np.ndarray, fill: np.ndarray) -> np.ndarray:
-    """softmax(scores + fill) over the last axis; every row must keep at least one key (a causal row does)."""
-    s = scores + fill  # (..., S)
+def softmax_with_fill(scores: np.ndarray, fill: np.ndarray | None) -> np.ndarray:
+    """softmax(scores + fill) over the last axis, in place in ``scores`` (returned); every row must keep a key.
+
+    ``fill`` None: every key is allowed (one query at the end of the keys).
+    """
+    s = scores  # (..., S)
+    if fill is not None:
+        s += fill
     s -= s.max(axis=-1, keepdims=True)
     np.exp(s, out=s)
     s /= s.sum(axis=-1, keepdims=True)

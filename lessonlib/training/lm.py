@@ -214,6 +214,17 @@ class CharModel:
             return self.params[f"blocks.{layer}.rel_bias"][buckets].transpose(2, 0, 1)  # (H, L, S)
         return None
 
+    def _rotations(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """RoPE's (cos, sin) tables (n, d_h/2) for positions start .. start+n-1, computed once per model.
+
+        The table covers at least ``max_length`` positions and doubles when a longer text needs it.
+        """
+        table = getattr(self, "_rotation_table", None)
+        if table is None or table[0].shape[0] < start + n:
+            size = max(self.max_length, 2 * (start + n) if table is not None else start + n)
+            table = self._rotation_table = rotation_tables(np.arange(size), self.d_head, self.dtype)
+        return table[0][start:start + n], table[1][start:start + n]
+
     @staticmethod
     def _buckets(offsets: np.ndarray) -> np.ndarray:
         return relative_position_bucket(offsets, bidirectional=False, n_buckets=RELATIVE_BUCKETS,
@@ -239,13 +250,15 @@ class CharModel:
         elif self.position == "learned":
             x = x + p["pos_table"][start:start + n_new]  # (B, L, d)
         n_keys = start + n_new
-        allowed = self._mask(batch, n_new, n_keys, plugs)
-        # the engine's own mask needs no policy for empty rows: a fill of 0 / -inf is the fast path
-        fill = None
-        if plugs.softmax is None and plugs.causal_mask is None and plugs.cached_causal_mask is None:
-            fill = causal_fill(allowed, dt)  # (L, S)
+        own_mask = plugs.softmax is None and plugs.causal_mask is None and plugs.cached_causal_mask is None
+        # the engine's own mask needs no policy for empty rows: a fill of 0 / -inf is the fast path, and
+        # one new query at the end of the keys (a decoding step) sees every key, so it needs no fill at all
+        allowed = fill = None
+        if not (own_mask and n_new == 1 and plugs.attention is None):
+            allowed = self._mask(batch, n_new, n_keys, plugs)
+            fill = causal_fill(allowed, dt) if own_mask else None  # (L, S)
         if self.position == "rope" and plugs.position is None:
-            cos, sin = rotation_tables(positions, self.d_head, dt)  # (L, d_h/2) each
+            cos, sin = self._rotations(start, n_new)  # (L, d_h/2) each
         for layer in range(self.n_layers):
             n = f"blocks.{layer}."
             a, xhat1, rstd1 = layer_norm(x, p[n + "ln1_g"], p[n + "ln1_b"])  # (B, L, d)
@@ -274,22 +287,27 @@ class CharModel:
                 w = None
                 heads = _attention_output(plugs.attention(q, k, v, mask=allowed)).astype(dt)  # (B, H, L, d_h)
             else:
-                s = q @ k.transpose(0, 1, 3, 2) * dt.type(1.0 / math.sqrt(self.d_head))  # (B, H, L, S)
+                s = q @ k.transpose(0, 1, 3, 2)  # (B, H, L, S), scaled in place: a fresh array
+                s *= dt.type(1.0 / math.sqrt(self.d_head))
                 if bias is not None:
-                    s = s + bias.astype(dt)  # (B, H, L, S)
-                if fill is not None:
+                    s += bias.astype(dt)  # (B, H, L, S)
+                if own_mask:
                     w = softmax_with_fill(s, fill)  # (B, H, L, S)
                 else:
                     w = np.asarray((plugs.softmax or masked_softmax)(s, allowed), dtype=dt)  # (B, H, L, S)
                 heads = w @ v  # (B, H, L, d_h)
             o = merge_heads(heads)  # (B, L, d)
-            x_mid = x + o @ p[n + "wo"]  # (B, L, d), residual
+            x_mid = o @ p[n + "wo"]  # (B, L, d)
+            x_mid += x  # residual
             m, xhat2, rstd2 = layer_norm(x_mid, p[n + "ln2_g"], p[n + "ln2_b"])  # (B, L, d)
-            h_pre = m @ p[n + "w1"] + p[n + "c1"]  # (B, L, f)
+            h_pre = m @ p[n + "w1"]  # (B, L, f)
+            h_pre += p[n + "c1"]
             h, t = gelu(h_pre)  # (B, L, f)
             if keep is not None:
                 keep.append((xhat1, rstd1, a, q, k, v, w, o, xhat2, rstd2, m, h_pre, t, h))
-            x = x_mid + h @ p[n + "w2"] + p[n + "c2"]  # (B, L, d), residual
+            x = h @ p[n + "w2"]  # (B, L, d)
+            x += p[n + "c2"]
+            x += x_mid  # residual
         y, xhatf, rstdf = layer_norm(x, p["lnf_g"], p["lnf_b"])  # (B, L, d)
         if keep is not None:
             keep.append((xhatf, rstdf, y))
@@ -360,7 +378,7 @@ class CharModel:
         n_new = tokens.shape[1]
         positions = np.arange(n_new)  # (L,)
         if self.position == "rope":
-            cos, sin = rotation_tables(positions, self.d_head, self.dtype)  # (L, d_h/2) each
+            cos, sin = self._rotations(0, n_new)  # (L, d_h/2) each
         xhatf, rstdf, y = keep[-1]
         g["unembed"] = y.reshape(-1, d).T @ d_logits.reshape(-1, self.vocab_size)  # (d, V)
         dx, g["lnf_g"], g["lnf_b"] = layer_norm_backward(d_logits @ p["unembed"].T, xhatf, rstdf, p["lnf_g"])
@@ -376,21 +394,22 @@ class CharModel:
             g[n + "c1"] = dh_pre.reshape(-1, self.d_mlp).sum(axis=0)
             dm = dh_pre @ p[n + "w1"].T  # (B, L, d)
             dmid, g[n + "ln2_g"], g[n + "ln2_b"] = layer_norm_backward(dm, xhat2, rstd2, p[n + "ln2_g"])
-            dx = dx + dmid  # (B, L, d): d loss / d x_mid
+            dx += dmid  # (B, L, d): d loss / d x_mid
             # x_mid = x + concat_h(w v) W_o
             g[n + "wo"] = o.reshape(-1, d).T @ dx.reshape(-1, d)  # (d, d)
             do = split_heads(dx @ p[n + "wo"].T, self.n_heads)  # (B, H, L, d_h)
             dw = do @ v.transpose(0, 1, 3, 2)  # (B, H, L, L)
             dv = w.transpose(0, 1, 3, 2) @ do  # (B, H, L, d_h)
-            dw -= np.sum(w * dw, axis=-1, keepdims=True)
-            ds = dw * w  # (B, H, L, L): w (dw - sum_j w dw), zero where masked
+            dw -= np.einsum("...j,...j->...", w, dw)[..., None]  # (B, H, L, L): dw - sum_j w dw
+            dw *= w
+            ds = dw  # (B, H, L, L): w (dw - sum_j w dw), zero where masked
             if self.position == "relative":
                 offsets = positions[None, :] - positions[:, None]  # (L, L)
                 buckets = self._buckets(offsets).ravel()  # (L*L,)
                 per_head = ds.sum(axis=0, dtype=np.float64).reshape(self.n_heads, -1)  # (H, L*L)
                 g[n + "rel_bias"] = np.stack([np.bincount(buckets, weights=per_head[h_], minlength=RELATIVE_BUCKETS)
                                               for h_ in range(self.n_heads)], axis=1)  # (buckets, H)
-            ds = ds * self.dtype.type(1.0 / math.sqrt(self.d_head))
+            ds *= self.dtype.type(1.0 / math.sqrt(self.d_head))
             dq = ds @ k  # (B, H, L, d_h)
             dk = ds.transpose(0, 1, 3, 2) @ q  # (B, H, L, d_h)
             if self.position == "rope":  # a rotation's transpose is the rotation by the opposite angle
@@ -402,12 +421,12 @@ class CharModel:
             g[n + "wv"] = a2.T @ dv.reshape(-1, d)
             da = dq @ p[n + "wq"].T + dk @ p[n + "wk"].T + dv @ p[n + "wv"].T  # (B, L, d)
             dln, g[n + "ln1_g"], g[n + "ln1_b"] = layer_norm_backward(da, xhat1, rstd1, p[n + "ln1_g"])
-            dx = dx + dln  # (B, L, d)
+            dx += dln  # (B, L, d)
         if self.position == "learned":
             g["pos_table"] = np.zeros_like(p["pos_table"])  # (P, d)
             g["pos_table"][:n_new] = dx.sum(axis=0)
-        g["embed"] = np.zeros_like(p["embed"])  # (V, d)
-        np.add.at(g["embed"], tokens.ravel(), dx.reshape(-1, d))
+        one_hot = tokens.reshape(-1, 1) == np.arange(self.vocab_size)  # (B*L, V): row i marks token i
+        g["embed"] = one_hot.astype(self.dtype).T @ dx.reshape(-1, d)  # (V, d): sum of dx over each token's rows
         return {name: g[name].astype(self.dtype, copy=False) for name in p}
 
     # --- checkpoints -------------------------------------------------------------------------

@@ -136,8 +136,9 @@ def generate_text(position: str, prompt: str, n_chars: int = 200, *, temperature
     The context is bounded by the training length (see :func:`lessonlib.training.sampling.generate`).
     """
     vocab = load().vocab
-    ids = generate(stored(position), vocab.encode(prompt), n_chars, temperature=temperature, seed=seed,
-                   window=TRAIN_LENGTH, use_cache=use_cache)
+    with one_blas_thread():  # one row per character: BLAS threads would only wait for each other
+        ids = generate(stored(position), vocab.encode(prompt), n_chars, temperature=temperature, seed=seed,
+                       window=TRAIN_LENGTH, use_cache=use_cache)
     return vocab.decode(ids)
 
 
