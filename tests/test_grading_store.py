@@ -13,9 +13,9 @@ import pytest
 from lessonlib.grading import records as r
 from lessonlib.grading import store
 from lessonlib.grading.files import atomic_write_json
-from lessonlib.grading.manual import Mark, write_manual
+from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.store import schema
-from lessonlib.grading.submissions import Learner
+from lessonlib.grading.store.manual import Mark, write_manual
 
 DUE = datetime(2026, 3, 1, 17, 0, tzinfo=timezone.utc)
 NOTEBOOKS = ["02_masking.ipynb"]

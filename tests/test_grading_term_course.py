@@ -36,9 +36,11 @@ import pytest
 
 from lessonlib import cli
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
-from lessonlib.grading import batch, sandbox, store
 from lessonlib.grading import records as r
+from lessonlib.grading import store
+from lessonlib.grading.isolation import probe, sandbox
 from lessonlib.grading.reports.term import kind_title
+from lessonlib.grading.run import batch
 
 ROOT = Path(__file__).resolve().parents[1]
 WEEKS = {1: "01_scaling.ipynb", 2: "02_masking.ipynb", 3: "03_position.ipynb", 4: "04_cost.ipynb",
@@ -204,7 +206,7 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 @pytest.fixture
 def fast(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     chosen: list[sandbox.Isolation] = []
-    choose = sandbox.choose_isolation
+    choose = probe.choose_isolation
 
     def once(*args: object, **kwargs: object) -> sandbox.Isolation:  # probed once for the term, not per run
         if not chosen:

@@ -20,8 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lessonlib.grading import course, store
-from lessonlib.grading.safe_text import printable
+from lessonlib.grading import store
+from lessonlib.grading.reports.safe_text import printable
+from lessonlib.grading.store import outputs as course
 
 
 def _when(text: str) -> datetime:
@@ -40,8 +41,8 @@ def rewrite(gb: store.Gradebook, out: Path) -> None:
     and roster); nothing is graded again."""
     from lessonlib.grading import write_gradebook
     from lessonlib.grading.files import read_json
-    from lessonlib.grading.roster import read_roster
-    from lessonlib.grading.sandbox import Isolation, Limits
+    from lessonlib.grading.isolation.sandbox import Isolation, Limits
+    from lessonlib.grading.lms.roster import read_roster
 
     recorded = course.recorded_isolation(out)
     if recorded is None:
@@ -124,9 +125,9 @@ def _cmd_term_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_similarity(args: argparse.Namespace) -> int:
-    from lessonlib.grading.lms import find_learners
+    from lessonlib.grading.lms.downloads import find_learners
     from lessonlib.grading.reports import similarity
-    from lessonlib.grading.submissions import course_notebooks
+    from lessonlib.grading.run.notebooks import course_notebooks
 
     out = Path(args.out)
     learners = find_learners([Path(s) for s in args.submissions], course_notebooks()).learners

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from lessonlib.grading import records as r
+from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.store.database import Gradebook, StoreError, now
 from lessonlib.grading.store.late import LatePolicy
-from lessonlib.grading.submissions import Learner
 
 
 @dataclass(frozen=True)

@@ -23,18 +23,18 @@ from typing import Any
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
 from lessonlib.grading import records as r
-from lessonlib.grading.class_report import write_class_report
-from lessonlib.grading.feedback import feedback_blocks, to_markdown
-from lessonlib.grading.feedback_html import feedback_html
 from lessonlib.grading.files import atomic_write_json, atomic_write_text
-from lessonlib.grading.lms import Unattributed
-from lessonlib.grading.manual import Mark, apply_marks, write_manual
+from lessonlib.grading.isolation.sandbox import Isolation, Limits
+from lessonlib.grading.lms.downloads import Unattributed
+from lessonlib.grading.lms.roster import Matched, Roster, match, write_lms_import
+from lessonlib.grading.lms.submissions import safe_key
+from lessonlib.grading.lms.uploads import write_uploads
+from lessonlib.grading.reports.class_report import write_class_report
+from lessonlib.grading.reports.feedback import feedback_blocks, to_markdown
+from lessonlib.grading.reports.feedback_html import feedback_html
 from lessonlib.grading.reports.marking import write_marking_pages
-from lessonlib.grading.roster import Matched, Roster, match, write_lms_import
-from lessonlib.grading.safe_text import csv_row
-from lessonlib.grading.sandbox import Isolation, Limits
-from lessonlib.grading.submissions import safe_key
-from lessonlib.grading.uploads import write_uploads
+from lessonlib.grading.reports.safe_text import csv_row
+from lessonlib.grading.store.manual import Mark, apply_marks, write_manual
 
 GRADES_COLUMNS = ("learner", "name", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
 SUMMARY_COLUMNS = ("learner", "name", "points", "max_points", "percent", "manual_pending", "passed", "exercises",

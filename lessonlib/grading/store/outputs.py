@@ -28,9 +28,9 @@ from pathlib import Path
 from lessonlib.grading import records as r
 from lessonlib.grading import store
 from lessonlib.grading.files import read_json
-from lessonlib.grading.manual import MANUAL_FILE, Mark, read_manual
-from lessonlib.grading.roster import Roster, mark_late
-from lessonlib.grading.submissions import Learner
+from lessonlib.grading.lms.roster import Roster, mark_late
+from lessonlib.grading.lms.submissions import Learner
+from lessonlib.grading.store.manual import MANUAL_FILE, Mark, read_manual
 
 GRADEBOOK_FILE = "gradebook.db"
 

@@ -31,8 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lessonlib.grading.submissions import (
-    CourseNotebook,
+from lessonlib.grading.lms.submissions import (
     Learner,
     add_notebook,
     assign_keys,
@@ -44,7 +43,8 @@ from lessonlib.grading.submissions import (
     skipped_note,
     unrecognised,
 )
-from lessonlib.grading.unzip import DownloadError, unpack
+from lessonlib.grading.lms.unzip import DownloadError, unpack
+from lessonlib.grading.run.notebooks import CourseNotebook
 
 CANVAS_FILE = re.compile(r"^(?P<name>[^_]+)(?P<late>_LATE)?_(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?$")

@@ -56,9 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lessonlib.grading import records as r
-from lessonlib.grading.feedback import SUMMARY_MARK, summary_text
 from lessonlib.grading.files import atomic_write_text
-from lessonlib.grading.lms_locale import (
+from lessonlib.grading.lms.localized import (
     MOODLE_HEADERS,
     MOODLE_REQUIRED,
     decimal_of,
@@ -69,8 +68,9 @@ from lessonlib.grading.lms_locale import (
     parse_number,
     sniff_delimiter,
 )
-from lessonlib.grading.safe_text import csv_row, csv_value
-from lessonlib.grading.submissions import Learner
+from lessonlib.grading.lms.submissions import Learner
+from lessonlib.grading.reports.feedback import SUMMARY_MARK, summary_text
+from lessonlib.grading.reports.safe_text import csv_row, csv_value
 
 LMS_IMPORT = "lms-import.csv"
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
