@@ -110,7 +110,12 @@ def _cmd_grade(args: argparse.Namespace) -> int:
 
     settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
                              workers=args.workers, seed=args.seed, isolation=args.isolation,
-                             notebooks=args.notebooks)
+                             notebooks=args.notebooks, timezone=args.timezone)
+    try:
+        settings.zone()
+    except ValueError as exc:
+        print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
+        return 2
     try:
         with course.open_course(settings.out, gradebook=args.gradebook, wait=args.wait) as gb:
             return _grade_into(args, settings, gb)
@@ -152,7 +157,7 @@ def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
     progress = Progress(quiet=args.quiet)
     try:
         batch = grade(args.submissions, settings, reporter=progress, on_result=course.saver(gb, settings.out),
-                      rekey=course.rekey(gb, roster))
+                      rekey=course.rekey(gb, roster, settings.zone()))
     except GradingError as exc:
         progress.close()
         print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
@@ -250,6 +255,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
     grade.add_argument("--absent-zero", action="store_true",
                        help="give roster learners with no submission 0 in lms-import.csv (default: leave their "
                             "grade in the LMS as it is)")
+    grade.add_argument("--timezone", metavar="ZONE",
+                       help="the time zone of the LMS's local times (zip entries, Moodle's worksheet), e.g. "
+                            "Europe/Berlin (default: this machine's)")
     grade.add_argument("--gradebook", type=Path, metavar="FILE",
                        help="the course gradebook, one SQLite file for every assignment of the course (default: "
                             "gradebook.db beside DIR); DIR's folder name names the assignment")

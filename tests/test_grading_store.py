@@ -332,11 +332,12 @@ def test_a_learner_is_saved_whole_with_the_hashes_of_their_files(gb: store.Grade
     learner = store.assign_stored_keys(gb, [Learner("alice", "", {"02_masking.ipynb": notebook}, late=True)])[0]
     with pytest.raises(store.StoreError, match="its own result"):
         store.save_learner_result(gb, "week2", learner, _result("bob"))
-    store.save_learner_result(gb, "week2", learner, _result("alice"), submitted_at=DUE, attempt=2,
-                              chosen_because="the latest of 3")
-    row = gb.conn.execute("SELECT f.*, s.lms_late, s.attempt FROM submission_files f JOIN submissions s "
-                          "ON s.id = f.submission_id").fetchone()
+    learner.submitted_at, learner.submitted_from = DUE, "zip_entry"
+    store.save_learner_result(gb, "week2", learner, _result("alice"), attempt=2, chosen_because="the latest of 3")
+    row = gb.conn.execute("SELECT f.*, s.lms_late, s.attempt, s.submitted_at, s.submitted_from FROM submission_files f "
+                          "JOIN submissions s ON s.id = f.submission_id").fetchone()
     assert (row["file_name"], row["size"], row["lms_late"], row["attempt"]) == ("02_masking.ipynb", 13, 1, 2)
+    assert (row["submitted_at"], row["submitted_from"]) == (DUE.isoformat(), "zip_entry")
     assert row["sha256"] == hashlib.sha256(b'{"cells": []}').hexdigest()
     assert store.saved_fingerprint(gb, "week2", "alice") == "fp-alice"
     with pytest.raises(RuntimeError, match="grader failed"):  # a failure inside leaves nothing of the second save

@@ -11,6 +11,7 @@ import ast
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from lessonlib.grading.run.notebooks import CourseNotebook, read_notebook
@@ -30,6 +31,8 @@ class Learner:
     lms_id: str = ""  # the LMS's id (Canvas user id, Moodle participant id) when read from a download
     late: bool = False  # the LMS marked the submission late (Canvas's _LATE; Moodle's Status, see roster.py)
     instead: list[str] = field(default_factory=list)  # notebooks handed in that this assignment does not grade
+    submitted_at: datetime | None = None  # when the work was handed in, when known (see lms/times.py)
+    submitted_from: str = ""  # where that time comes from: moodle_worksheet, zip_entry or file_mtime
 
 
 def safe_key(name: str) -> str:

@@ -70,7 +70,8 @@ def summary_rows(results: Sequence[r.LearnerResult], *, not_in_roster: Sequence[
         auto = [g for g in res.exercises if g.kind == "auto"]
         percent = 100 * res.points / res.max_points if res.max_points else 0.0
         flagged = "; ".join(f"{g.exercise}: {g.status}" for g in res.flagged)
-        notes = (["late"] if res.late else []) + ([NOT_IN_ROSTER] if res.key in not_in_roster else [])
+        notes = ((["late"] if res.late or res.late_deducted else []) + ([res.late_note] if res.late_note else [])
+                 + ([NOT_IN_ROSTER] if res.key in not_in_roster else []))
         passed = sum(g.status == r.PASSED for g in auto)
         rows.append([res.key, res.learner, _num(res.points), _num(res.max_points), f"{percent:.1f}",
                      _num(res.manual_pending), str(passed), str(len(auto)), flagged, res.isolation, res.lms_id,
@@ -117,7 +118,7 @@ def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, lim
     }
 
 
-def _roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster) -> list[r.LearnerResult]:
+def roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster) -> list[r.LearnerResult]:
     """Each matched learner under the roster's name (their key stays), so every file names them alike;
     late when the roster says so (Moodle's Status column)."""
     names = {res.key: roster.learner_name(row).strip() for row, res in matched.pairs if res is not None}
@@ -173,7 +174,7 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         path, written.warnings = write_lms_import(out, roster, matched, max_points, absent_zero=absent_zero,
                                                   partial=partial_grades)
         written.paths.append(path)
-        graded = _roster_names(graded, matched, roster)
+        graded = roster_names(graded, matched, roster)
         summary = [[_missing_key(roster, row), roster.learner_name(row), "0", _num(max_points), "0.0", "", "0", "",
                     "", "", roster.learner_id(row), MISSING] for row in matched.missing]
         roster_info = {"file": str(roster.path), "kind": roster.kind, "column": roster.column,

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from lessonlib.grading.files import atomic_write_json, read_json
 from lessonlib.grading.isolation import cgroups, probe, sandbox, workers
 from lessonlib.grading.lms.downloads import DownloadError, Unattributed, find_learners
 from lessonlib.grading.lms.submissions import Learner
+from lessonlib.grading.lms.times import zone_of
 from lessonlib.grading.run import jobs, resume
 from lessonlib.grading.run.assess import assess, manual_grade
 from lessonlib.grading.run.notebooks import (
@@ -74,6 +75,11 @@ class GradeSettings:
     seed: int | None = None
     isolation: str = "auto"
     notebooks: tuple[str, ...] = ()  # the assignment: course notebook file names to grade; empty, all of them
+    timezone: str | None = None  # the zone of the LMS's local times (zip entries, the worksheet); None: local
+
+    def zone(self) -> tzinfo | None:
+        """The time zone ``timezone`` names (ValueError, saying what to give, for an unknown name)."""
+        return zone_of(self.timezone)
 
     def limits(self) -> sandbox.Limits:
         return sandbox.Limits(cpu_seconds=self.timeout, memory_mb=self.memory_mb)
@@ -332,7 +338,8 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     paths = [Path(s) for s in submissions]
     batch = _make_batch(paths, settings)
     try:
-        found = find_learners(paths, course_notebooks(), unpack_to=batch.state / "unpacked")  # a .zip is unpacked
+        found = find_learners(paths, course_notebooks(), unpack_to=batch.state / "unpacked",
+                              zone=settings.zone())  # a .zip is unpacked
     except (FileNotFoundError, DownloadError) as exc:
         raise GradingError(str(exc)) from None
     learners = [_assigned_only(learner, batch.courses) for learner in found.learners]
