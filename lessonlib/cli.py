@@ -7,7 +7,7 @@
                                   grade learners' notebooks into a gradebook (and an LMS import file)
     lessonlib gradescope build --notebooks 02_masking.ipynb --out autograder.zip
                                                        the same checks as a Gradescope autograder
-    lessonlib override|extend|late-policy|history|term-report|similarity ...
+    lessonlib override|extend|late-policy|export|history|term-report|similarity ...
                                   an instructor's decisions and reports (see grading/commands.py)
 
 Each command group is a function that adds its subparser (see :data:`COMMAND_GROUPS`), with its
@@ -321,7 +321,7 @@ def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
 
 # One entry per command group.
 def add_course_commands(subparsers: argparse._SubParsersAction) -> None:
-    """``lessonlib override|extend|late-policy|history|term-report|similarity`` (grading/commands.py)."""
+    """``lessonlib override|extend|late-policy|export|history|term-report|similarity`` (grading/commands.py)."""
     from lessonlib.grading.commands import add_course_commands as add
 
     add(subparsers)
