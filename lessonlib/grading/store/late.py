@@ -86,9 +86,9 @@ def late_adjusted(total: float, max_points: float, policy: LatePolicy, *, due: d
     """The late-adjusted total and a sentence saying how it was computed (see the module docstring);
     ``source`` names where the submission time comes from ("the zip entry of the LMS download")."""
     due_at = extension or due
-    moved = " (the extended due date)" if extension else ""
-    if source and submitted is not None:
-        moved += f" (time from {source}: {submitted.isoformat(timespec='minutes')})"
+    said = (["the due date of the learner's extension"] if extension else []) + (
+        [f"time from {source}: {submitted.isoformat(timespec='minutes')}"] if source and submitted else [])
+    moved = f" ({'; '.join(said)})" if said else ""
 
     def result(points: float, days: int | None, sentence: str) -> LateAdjustment:
         return LateAdjustment(round(points, 4), total, round(total - points, 4), days, due_at, sentence)
