@@ -26,7 +26,8 @@ from lessonlib.grading.isolation.sandbox import Isolation, Limits
 from lessonlib.grading.lms.submissions import discover
 from lessonlib.grading.reports.gradebook import GRADES_COLUMNS, feedback_markdown, write_gradebook
 from lessonlib.grading.run.assess import assess, manual_grade
-from lessonlib.grading.run.batch import GradeSettings, GradingError, grade
+from lessonlib.grading.run.batch import GradeSettings, grade
+from lessonlib.grading.run.errors import GradingError
 from lessonlib.grading.run.notebooks import CourseNotebook, Notebook, course_notebooks, read_notebook
 from lessonlib.grading.run.plans import ManualAnswer, plan_notebook
 from lessonlib.grading.run.results import TaskResult, read_results

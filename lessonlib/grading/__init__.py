@@ -28,7 +28,8 @@ Which subpackage does which job::
 from lessonlib.grading.isolation.sandbox import LEVELS, Isolation, Limits
 from lessonlib.grading.records import ExerciseGrade, LearnerResult
 from lessonlib.grading.reports.gradebook import write_gradebook
-from lessonlib.grading.run.batch import BatchResult, GradeSettings, GradingError, Interrupted, grade
+from lessonlib.grading.run.batch import BatchResult, GradeSettings, grade
+from lessonlib.grading.run.errors import GradingError, Interrupted
 
 __all__ = [
     "LEVELS", "BatchResult", "ExerciseGrade", "GradeSettings", "GradingError", "Interrupted", "Isolation",

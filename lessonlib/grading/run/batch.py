@@ -44,6 +44,7 @@ from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.lms.times import zone_of
 from lessonlib.grading.run import jobs, resume
 from lessonlib.grading.run.assess import assess, manual_grade
+from lessonlib.grading.run.errors import GradingError, Interrupted
 from lessonlib.grading.run.notebooks import (
     CourseNotebook,
     assignment_courses,
@@ -53,15 +54,6 @@ from lessonlib.grading.run.notebooks import (
 )
 from lessonlib.grading.run.plans import ExercisePlan, plan_notebook
 from lessonlib.grading.run.results import TaskResult, read_results
-from lessonlib.grading.run.resume import FORMAT
-
-
-class GradingError(RuntimeError):
-    """The batch cannot run (bad arguments, no isolation, a seed that differs from DIR's)."""
-
-
-class Interrupted(Exception):
-    """The instructor stopped the batch; what was running is not blamed on anyone."""
 
 
 @dataclass(frozen=True)
@@ -130,37 +122,6 @@ class _Batch:
 
 
 # --- set-up --------------------------------------------------------------------------------------
-
-
-def new_seed() -> int:
-    """A fresh secret seed for an assignment's hidden cases: 63 bits from the operating system's
-    random source, so nothing public (notebook names, dates, the package) predicts it."""
-    return int.from_bytes(os.urandom(8), "big") >> 1
-
-
-def _resolve_seed(state: Path, requested: int | None, notebooks: list[str]) -> int:
-    """The folder's seed: the one it was graded with, else ``requested``, else a new secret one.
-
-    The seed is drawn once, when the assignment is first graded, and kept in ``state.json`` (a
-    folder only the grading user may enter); every later run reuses it, so the same notebook keeps
-    the same points. It is never printed. A folder holds one assignment: grading other notebooks
-    into it is refused, since its saved results, seed and totals belong to the first.
-    """
-    saved = read_json(state / "state.json") or {}
-    if "notebooks" in saved and saved["notebooks"] != notebooks:
-        raise GradingError(
-            f"this output folder holds the grades of another assignment ({', '.join(saved['notebooks'])}); "
-            f"grade {', '.join(notebooks)} into a new --out folder"
-        )
-    if requested is not None and "seed" in saved and int(saved["seed"]) != requested:
-        raise GradingError(
-            "this output folder was graded with another --seed; resume without --seed (the folder keeps its "
-            "own), or grade into a new folder"
-        )
-    seed = requested if requested is not None else int(saved["seed"]) if "seed" in saved else new_seed()
-    atomic_write_json(state / "state.json", {**saved, "seed": seed, "notebooks": notebooks, "format": FORMAT},
-                      mode=0o600)
-    return seed
 
 
 def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) -> int:
@@ -278,7 +239,7 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
         courses = assignment_courses(settings.notebooks)
     except ValueError as exc:
         raise GradingError(f"--notebooks: {exc}") from None
-    seed = _resolve_seed(state, settings.seed, [c.name for c in courses])
+    seed = resume.resolve_seed(state, settings.seed, [c.name for c in courses])
     return _Batch(
         settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work",
         saved=out / "learners", courses=courses,

@@ -1,5 +1,6 @@
-"""What a run keeps for the next one: a fingerprint per saved result, and the markers a grading
-process that died left behind (see :mod:`~lessonlib.grading.run.batch` on resuming)."""
+"""What a run keeps for the next one: the assignment's seed (``state.json``), a fingerprint per
+saved result, and the markers a grading process that died left behind (see
+:mod:`~lessonlib.grading.run.batch` on resuming)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,43 @@ from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_json, read_json
 from lessonlib.grading.isolation.sandbox import OUT_FILE, Limits
 from lessonlib.grading.lms.submissions import Learner
+from lessonlib.grading.run.errors import GradingError
 from lessonlib.grading.run.notebooks import MAX_NOTEBOOK_BYTES, CourseNotebook
 from lessonlib.grading.run.results import read_results
 
 FORMAT = 3  # bump when a saved result would no longer be valid
+
+
+def new_seed() -> int:
+    """A fresh secret seed for an assignment's hidden cases: 63 bits from the operating system's
+    random source, so nothing public (notebook names, dates, the package) predicts it."""
+    return int.from_bytes(os.urandom(8), "big") >> 1
+
+
+def resolve_seed(state: Path, requested: int | None, notebooks: list[str]) -> int:
+    """The folder's seed: the one it was graded with, else ``requested``, else a new secret one.
+
+    The seed is drawn once, when the assignment is first graded, and kept in ``state.json`` (a
+    folder only the grading user may enter); every later run reuses it, so the same notebook keeps
+    the same points. It is never printed. A folder holds one assignment: grading other notebooks
+    into it is refused, since its saved results, seed and totals belong to the first.
+    """
+    saved = read_json(state / "state.json") or {}
+    if "notebooks" in saved and saved["notebooks"] != notebooks:
+        raise GradingError(
+            f"this output folder holds the grades of another assignment ({', '.join(saved['notebooks'])}); "
+            f"grade {', '.join(notebooks)} into a new --out folder"
+        )
+    if requested is not None and "seed" in saved and int(saved["seed"]) != requested:
+        raise GradingError(
+            "this output folder was graded with another --seed; resume without --seed (the folder keeps its "
+            "own), or grade into a new folder"
+        )
+    seed = requested if requested is not None else int(saved["seed"]) if "seed" in saved else new_seed()
+    atomic_write_json(state / "state.json", {**saved, "seed": seed, "notebooks": notebooks, "format": FORMAT},
+                      mode=0o600)
+    return seed
+
 
 
 def fingerprint(learner: Learner, courses: Sequence[CourseNotebook], seed_digest: str) -> str:

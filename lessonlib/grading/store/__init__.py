@@ -35,6 +35,9 @@ stored (``learners.py``); every change appends a row to ``history``, which nothi
 (``lock.py``) and names the holder to a second grader, or waits for it with ``wait=True``.
 An output folder of the file-based grader is brought in with ``import_output_folder``.
 
+``outputs.py`` ties an output folder to the gradebook (which assignment it is, its files written
+from the database); ``manual.py`` reads and writes manual.csv, the hand grades' sheet.
+
 Errors: every error meant for the person running a command is a ``GradebookError`` (``StoreError``
 for a request that cannot be carried out, ``StoreFormatError`` for a file this version cannot
 use, ``GraderBusy`` for another grader); its message names what was wrong and what to do. Keep

@@ -56,7 +56,7 @@ def get_assignment(gradebook: Gradebook, name: str) -> Assignment:
 
 
 def new_seed() -> int:
-    """A fresh secret seed: 63 bits from the operating system's random source (as ``batch.new_seed``)."""
+    """A fresh secret seed: 63 bits from the operating system's random source (as ``resume.new_seed``)."""
     return int.from_bytes(os.urandom(8), "big") >> 1
 
 
