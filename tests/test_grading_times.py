@@ -20,6 +20,7 @@ import pytest
 from grading_submissions import masking, write_learner
 
 from lessonlib import cli
+from lessonlib.grading import records as r
 from lessonlib.grading.lms.downloads import find_learners
 from lessonlib.grading.lms.roster import read_roster
 from lessonlib.grading.lms.submissions import Learner
@@ -162,3 +163,28 @@ def test_an_older_gradebook_gains_the_time_source_column(tmp_path: Path) -> None
         assert "submitted_from" in columns
         assert gb.conn.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()[0] == str(schema.FORMAT)
     assert (tmp_path / "gradebook.db.format1.bak").exists()
+
+
+def test_a_later_worksheet_corrects_a_stored_time_and_a_weaker_source_never_does(tmp_path: Path) -> None:
+    """Files graded before the worksheet was given keep their result; the worksheet's time replaces
+    the zip entry's (with a history row), and a later run without it does not bring the zip's back."""
+    from lessonlib.grading import store
+    from lessonlib.grading.store import outputs
+
+    out = tmp_path / "week2"
+    path = write_learner(tmp_path / "subs" / "bob", masking()) / MASKING
+    with store.open_gradebook(tmp_path / "gradebook.db", "test") as gb:
+        store.ensure_assignment(gb, "week2", [MASKING], seed=1)
+        bob = store.assign_stored_keys(gb, [Learner("Bob Smith", "", {MASKING: path}, lms_id="1001",
+                                                    submitted_at=DUE, submitted_from="zip_entry")])[0]
+        result = r.LearnerResult("Bob Smith", bob.key, "fp-1", "bubblewrap", "now", [], lms_id="1001")
+        save = outputs.saver(gb, out)
+        save(result, bob)
+        bob.submitted_at, bob.submitted_from = DUE + timedelta(hours=12), "moodle_worksheet"
+        save(result, bob)  # the same files: not graded again, but the better time is kept
+        bob.submitted_at, bob.submitted_from = DUE, "zip_entry"
+        save(result, bob)  # a run without the worksheet
+        (sheet,) = store.assignment_sheet(gb, "week2")
+        assert (sheet.submitted_at, sheet.submitted_from) == (DUE + timedelta(hours=12), "moodle_worksheet")
+        changes = [c for c in store.learner_history(gb, bob.key) if c.what == "submission_time"]
+        assert [c.new["submitted_from"] for c in changes] == ["moodle_worksheet"]

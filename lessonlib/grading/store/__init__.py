@@ -56,6 +56,7 @@ from lessonlib.grading.store.assignments import (
     saved_fingerprint,
     set_late_policy,
     stored_files,
+    update_submission_time,
 )
 from lessonlib.grading.store.database import GRADEBOOK_FILE, Gradebook, StoreError, open_gradebook
 from lessonlib.grading.store.errors import GradebookError
@@ -95,5 +96,5 @@ __all__ = [
     "get_assignment", "grant_extension", "identity_for", "import_output_folder", "late_adjusted", "learner_history",
     "learner_results", "open_gradebook", "record_export", "record_result", "record_submission", "register",
     "save_learner_result", "saved_fingerprint", "set_hand_grade", "set_late_policy", "set_override", "stored_files",
-    "term_results",
+    "term_results", "update_submission_time",
 ]

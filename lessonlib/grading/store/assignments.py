@@ -171,6 +171,31 @@ def record_submission(gradebook: Gradebook, assignment: str, learner_key: str, f
         return sid
 
 
+def update_submission_time(gradebook: Gradebook, assignment: str, learner_key: str, submitted_at: datetime,
+                           submitted_from: str) -> bool:
+    """Set a stored submission's time from a better source than the stored one's (a history row says
+    so), as when a later run brings Moodle's worksheet for files already graded; a time from an equal
+    or weaker source changes nothing. Returns whether anything changed."""
+    if submitted_from not in SUBMISSION_TIME_SOURCES:
+        raise StoreError(f"a submission time's source is one of {', '.join(SUBMISSION_TIME_SOURCES)}, "
+                         f"not {submitted_from!r}")
+    a, lid = gradebook.assignment_id(assignment), gradebook.learner_id(learner_key)
+    new = {"submitted_at": _iso(submitted_at), "submitted_from": submitted_from}
+    with gradebook.transaction() as conn:
+        row = conn.execute("SELECT id, submitted_at, submitted_from FROM submissions WHERE assignment_id = ? "
+                           "AND learner_id = ?", (a, lid)).fetchone()
+        if row is None:
+            raise StoreError(f"{learner_key!r} has no submission to {assignment!r} whose time could be set")
+        old = {"submitted_at": row["submitted_at"], "submitted_from": row["submitted_from"]}
+        rank = {source: n for n, source in enumerate((*SUBMISSION_TIME_SOURCES, ""))}  # 0 is the best
+        if rank[submitted_from] >= rank.get(row["submitted_from"], len(rank)):
+            return False
+        conn.execute("UPDATE submissions SET submitted_at = ?, submitted_from = ? WHERE id = ?",
+                     (new["submitted_at"], submitted_from, row["id"]))
+        gradebook.record("submission_time", assignment_id=a, learner_id=lid, old=old, new=new)
+        return True
+
+
 def _submission(gradebook: Gradebook, sid: int) -> dict[str, Any]:
     row = gradebook.conn.execute("SELECT * FROM submissions WHERE id = ?", (sid,)).fetchone()
     files = gradebook.conn.execute("SELECT * FROM submission_files WHERE submission_id = ?", (sid,))

@@ -96,12 +96,15 @@ def rekey(gb: store.Gradebook, roster: Roster | None = None,
 
 def saver(gb: store.Gradebook, out: Path) -> Callable[[r.LearnerResult, Learner], None]:
     """Saves one learner's result, with its submission, in one transaction; a result the gradebook
-    already holds (the same fingerprint: the same files and seed) is not written again."""
+    already holds (the same fingerprint: the same files and seed) is not written again, but its
+    submission time is updated when the run knows it otherwise (Moodle's worksheet, given later)."""
     name = assignment_name(out)
 
     def save(result: r.LearnerResult, learner: Learner) -> None:
         if not result.fingerprint or store.saved_fingerprint(gb, name, result.key) != result.fingerprint:
             store.save_learner_result(gb, name, learner, result)
+        elif learner.submitted_at is not None:  # the same files: a better-sourced time may have come
+            store.update_submission_time(gb, name, learner.key, learner.submitted_at, learner.submitted_from)
     return save
 
 
