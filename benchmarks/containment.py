@@ -38,7 +38,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's lessonlib, installed or not
 
-from lessonlib.grading.submissions import course_notebooks  # noqa: E402
+from lessonlib.grading.run.notebooks import course_notebooks  # noqa: E402
 
 ANSWER = '''
 import os

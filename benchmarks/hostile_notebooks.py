@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 MB = 2**20
-LIMIT = 32 * MB  # lessonlib.grading.submissions.MAX_NOTEBOOK_BYTES
+LIMIT = 32 * MB  # lessonlib.grading.run.notebooks.MAX_NOTEBOOK_BYTES
 
 MEASURED = ("import atexit, sys\n"
             "def peak():\n"

@@ -45,8 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's lessonlib, installed or not
 
 from lessonlib.exercises import cells as cells_module  # noqa: E402
-from lessonlib.grading import submissions  # noqa: E402
-from lessonlib.grading.submissions import CourseNotebook, course_notebooks, plan_notebook, read_notebook  # noqa: E402
+from lessonlib.grading.run import notebooks  # noqa: E402
+from lessonlib.grading.run.notebooks import CourseNotebook, course_notebooks, read_notebook  # noqa: E402
+from lessonlib.grading.run.plans import plan_notebook  # noqa: E402
 
 BUDGET_SECONDS = 1.0
 EXERCISE = "masked_softmax"
@@ -113,8 +114,8 @@ def write_case(folder: Path, name: str, extra: list[str], answer: str) -> Path:
 
 def write_byte_cap_case(folder: Path) -> Path:
     """A notebook just under the size cap whose code cells are all ``x = 1`` lines (1 MB per cell)."""
-    per_cell = submissions.MAX_CELL_CHARS - 64
-    count = (submissions.MAX_NOTEBOOK_BYTES - 2**20) // (per_cell * 7 // 6 + 200)  # "\n" is two bytes in JSON
+    per_cell = notebooks.MAX_CELL_CHARS - 64
+    count = (notebooks.MAX_NOTEBOOK_BYTES - 2**20) // (per_cell * 7 // 6 + 200)  # "\n" is two bytes in JSON
     source = ("x = 1\n" * (per_cell // 6)).rstrip("\n")
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for _ in range(count)] + [nbformat.v4.new_code_cell(_answer("x"))]
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     caps = (f"{MAX_STATEMENTS:,} statements and {MAX_CODE_CHARS // 1024} KB of code" if MAX_STATEMENTS is not None
             else "none")
     print(f"planning one exercise ({EXERCISE}); caps per notebook: {caps}; file-size cap: "
-          f"{submissions.MAX_NOTEBOOK_BYTES // 2**20} MB; median of {args.repeat} run(s)")
+          f"{notebooks.MAX_NOTEBOOK_BYTES // 2**20} MB; median of {args.repeat} run(s)")
     print()
     print("| case | statements in the notebook | notebook size | median s per exercise | budget | outcome |")
     print("|---|---:|---:|---:|---|---|")

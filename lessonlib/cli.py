@@ -7,7 +7,7 @@
                                   grade learners' notebooks into a gradebook (and an LMS import file)
     lessonlib gradescope build --notebooks 02_masking.ipynb --out autograder.zip
                                                        the same checks as a Gradescope autograder
-    lessonlib override|extend|late-policy|history|term-report|similarity ...
+    lessonlib override|extend|late-policy|export|history|term-report|similarity ...
                                   an instructor's decisions and reports (see grading/commands.py)
 
 Each command group is a function that adds its subparser (see :data:`COMMAND_GROUPS`), with its
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lessonlib.grading.sandbox import LEVELS
+from lessonlib.grading.isolation.sandbox import LEVELS
 
 
 def _exercise_dirs(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -104,12 +104,18 @@ def add_exercises_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_grade(args: argparse.Namespace) -> int:
-    from lessonlib.grading import GradeSettings, course, store
-    from lessonlib.grading.safe_text import printable
+    from lessonlib.grading import GradeSettings, store
+    from lessonlib.grading.reports.safe_text import printable
+    from lessonlib.grading.store import outputs as course
 
     settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
                              workers=args.workers, seed=args.seed, isolation=args.isolation,
-                             notebooks=args.notebooks)
+                             notebooks=args.notebooks, timezone=args.timezone)
+    try:
+        settings.zone()
+    except ValueError as exc:
+        print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
+        return 2
     try:
         with course.open_course(settings.out, gradebook=args.gradebook, wait=args.wait) as gb:
             return _grade_into(args, settings, gb)
@@ -122,13 +128,14 @@ def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
     """``lessonlib grade`` with the course gradebook ``gb`` open and locked."""
     from dataclasses import replace
 
-    from lessonlib.grading import GradingError, Interrupted, course, grade, write_gradebook
+    from lessonlib.grading import GradingError, Interrupted, grade, write_gradebook
     from lessonlib.grading.files import atomic_write_json, read_json
-    from lessonlib.grading.manual import ManualError
-    from lessonlib.grading.progress import Progress
-    from lessonlib.grading.roster import RosterError, read_roster
-    from lessonlib.grading.safe_text import printable
-    from lessonlib.grading.submissions import assignment_courses
+    from lessonlib.grading.lms.roster import RosterError, read_roster
+    from lessonlib.grading.reports.safe_text import printable
+    from lessonlib.grading.run.notebooks import assignment_courses
+    from lessonlib.grading.run.progress import Progress
+    from lessonlib.grading.store import outputs as course
+    from lessonlib.grading.store.manual import ManualError
 
     notebooks = [c.name for c in assignment_courses(settings.notebooks)]
     settings = replace(settings, seed=course.seed_of(gb, settings.out, notebooks, settings.seed))
@@ -150,7 +157,7 @@ def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
     progress = Progress(quiet=args.quiet)
     try:
         batch = grade(args.submissions, settings, reporter=progress, on_result=course.saver(gb, settings.out),
-                      rekey=course.rekey(gb, roster))
+                      rekey=course.rekey(gb, roster, settings.zone()))
     except GradingError as exc:
         progress.close()
         print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
@@ -206,7 +213,7 @@ def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
 
 def notebook_list(text: str) -> tuple[str, ...]:
     """``--notebooks a.ipynb,b.ipynb``: the names, checked against the course's."""
-    from lessonlib.grading.submissions import assignment_courses
+    from lessonlib.grading.run.notebooks import assignment_courses
 
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     if not names:
@@ -248,6 +255,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
     grade.add_argument("--absent-zero", action="store_true",
                        help="give roster learners with no submission 0 in lms-import.csv (default: leave their "
                             "grade in the LMS as it is)")
+    grade.add_argument("--timezone", metavar="ZONE",
+                       help="the time zone of the LMS's local times (zip entries, Moodle's worksheet), e.g. "
+                            "Europe/Berlin (default: this machine's)")
     grade.add_argument("--gradebook", type=Path, metavar="FILE",
                        help="the course gradebook, one SQLite file for every assignment of the course (default: "
                             "gradebook.db beside DIR); DIR's folder name names the assignment")
@@ -261,7 +271,7 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_gradescope_build(args: argparse.Namespace) -> int:
-    from lessonlib.grading.gradescope import GradescopeError, build_autograder
+    from lessonlib.grading.gradescope.autograder import GradescopeError, build_autograder
 
     try:
         notebooks = [n.strip() for n in (args.notebooks or "").split(",") if n.strip()]
@@ -274,7 +284,7 @@ def _cmd_gradescope_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_gradescope_run(args: argparse.Namespace) -> int:
-    from lessonlib.grading.gradescope import run_autograder
+    from lessonlib.grading.gradescope.autograder import run_autograder
 
     results = run_autograder(Path(args.root), timeout=args.timeout, memory_mb=args.memory, isolation=args.isolation)
     print(f"wrote {results}")
@@ -283,7 +293,7 @@ def _cmd_gradescope_run(args: argparse.Namespace) -> int:
 
 def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
     """``lessonlib gradescope build|run``."""
-    from lessonlib.grading.gradescope import HIDDEN_VISIBILITIES
+    from lessonlib.grading.gradescope.autograder import HIDDEN_VISIBILITIES
 
     group = subparsers.add_parser("gradescope", help="the checks as a Gradescope autograder")
     commands = group.add_subparsers(dest="gradescope_command", required=True)
@@ -311,7 +321,7 @@ def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
 
 # One entry per command group.
 def add_course_commands(subparsers: argparse._SubParsersAction) -> None:
-    """``lessonlib override|extend|late-policy|history|term-report|similarity`` (grading/commands.py)."""
+    """``lessonlib override|extend|late-policy|export|history|term-report|similarity`` (grading/commands.py)."""
     from lessonlib.grading.commands import add_course_commands as add
 
     add(subparsers)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from lessonlib.grading.submissions import course_notebooks
+from lessonlib.grading.run.notebooks import course_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"

@@ -401,10 +401,11 @@ def test_each_exercise_has_answer_and_check_cells(folder):
 
 def test_one_status_enum_serves_checks_and_the_grader():
     from lessonlib.exercises.results import Status
-    from lessonlib.grading import records, submissions
+    from lessonlib.grading import records
+    from lessonlib.grading.run import notebooks
 
     assert Status("passed") is Status.PASSED and Status.PASSED == "passed"
-    assert records.TIMEOUT is Status.TIMEOUT and submissions.CELL_ERROR is Status.CELL_ERROR
+    assert records.TIMEOUT is Status.TIMEOUT and notebooks.CELL_ERROR is Status.CELL_ERROR
     assert set(records.STATUS_WORDS) == set(Status)  # every status has its words in the feedback
     assert json.loads(json.dumps({"status": Status.NEEDS_MANUAL})) == {"status": "needs_manual_grading"}
 

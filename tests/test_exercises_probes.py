@@ -14,7 +14,7 @@ from lessonlib.exercises.ex_interpretation import exclusion_reference
 from lessonlib.exercises.ex_masking import LEAKING_MASKS, _compare_exactly
 from lessonlib.exercises.ex_position import _order_exact
 from lessonlib.exercises.runner import ProbeAttention, build_probe, describe_value, probe, probe_fields, text_of
-from lessonlib.grading import wire
+from lessonlib.grading.isolation import wire
 
 SEEDS = range(6)
 

@@ -24,7 +24,7 @@ from lessonlib import cli
 from lessonlib.exercises import EXERCISES, CheckResult, Outcome, check, judge, run_case, run_cases
 from lessonlib.exercises.runner import probe_fields
 from lessonlib.exercises.spec import Case, DetectFn, Exercise
-from lessonlib.grading.submissions import course_notebooks
+from lessonlib.grading.run.notebooks import course_notebooks
 
 SEEDS = range(20)
 

@@ -21,7 +21,7 @@ from test_grading_lms import _run as _grade
 from lessonlib import cli
 from lessonlib.exercises import EXERCISES as REGISTRY
 from lessonlib.exercises import MANUAL_QUESTIONS
-from lessonlib.grading.submissions import assignment_courses
+from lessonlib.grading.run.notebooks import assignment_courses
 
 MASKING = "02_masking.ipynb"
 MASKING_POINTS = sum(e.points for e in REGISTRY.values() if e.notebook == MASKING) + sum(
@@ -103,8 +103,8 @@ def test_one_notebook_is_the_whole_assignment_everywhere(tmp_path: Path, capsys:
 def test_the_guides_manual_csv_example_is_a_real_row() -> None:
     """The guide shows manual.csv as the grader writes it: its columns (the answer text last), and a
     written question with its notebook and points as the course has them."""
-    from lessonlib.grading.manual import MANUAL_COLUMNS
     from lessonlib.grading.reports.marking import ANSWER_COLUMN
+    from lessonlib.grading.store.manual import MANUAL_COLUMNS
 
     guide = (Path(__file__).resolve().parents[1] / "docs" / "instructor-guide.md").read_text(encoding="utf-8")
     block = guide.split("```\nlearner,", 1)[1].split("```", 1)[0]

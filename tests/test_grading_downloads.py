@@ -18,11 +18,12 @@ from grading_submissions import EXERCISES, WRONG_PADDING, masking, notebook, wri
 
 from lessonlib import cli
 from lessonlib.grading import records as r
-from lessonlib.grading import unzip
-from lessonlib.grading.batch import _assigned_only
-from lessonlib.grading.lms import RULE, find_learners
-from lessonlib.grading.submissions import assignment_courses, course_notebooks, plan_notebook
-from lessonlib.grading.unzip import DownloadError, unpack
+from lessonlib.grading.lms import unzip
+from lessonlib.grading.lms.downloads import RULE, find_learners
+from lessonlib.grading.lms.unzip import DownloadError, unpack
+from lessonlib.grading.run.batch import _assigned_only
+from lessonlib.grading.run.notebooks import assignment_courses, course_notebooks
+from lessonlib.grading.run.plans import plan_notebook
 
 COURSES = course_notebooks()
 MASKING = next(c for c in COURSES if c.name == "02_masking.ipynb")

@@ -16,13 +16,13 @@ import pytest
 from markdown_view import shown, view
 
 from lessonlib.grading import records as r
-from lessonlib.grading.feedback import summary_text
-from lessonlib.grading.feedback_html import feedback_html
-from lessonlib.grading.gradebook import feedback_markdown, write_gradebook
-from lessonlib.grading.lms import CANVAS_FILE, MOODLE_FOLDER
-from lessonlib.grading.roster import SUMMARY_END, WITHHELD, lms_import_text, match, read_roster, write_lms_import
-from lessonlib.grading.sandbox import Isolation, Limits
-from lessonlib.grading.uploads import CANVAS_ZIP, MOODLE_ZIP, upload_entries
+from lessonlib.grading.isolation.sandbox import Isolation, Limits
+from lessonlib.grading.lms.downloads import CANVAS_FILE, MOODLE_FOLDER
+from lessonlib.grading.lms.roster import SUMMARY_END, WITHHELD, lms_import_text, match, read_roster, write_lms_import
+from lessonlib.grading.lms.uploads import CANVAS_ZIP, MOODLE_ZIP, upload_entries
+from lessonlib.grading.reports.feedback import summary_text
+from lessonlib.grading.reports.feedback_html import feedback_html
+from lessonlib.grading.reports.gradebook import feedback_markdown, write_gradebook
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 MOODLE_HEADER = ("Identifier,Full name,Email address,Status,Grade,Maximum Grade,Grade can be changed,"
@@ -290,7 +290,7 @@ def test_markdown_feedback_keeps_every_learner_text_inert() -> None:
 
 
 def test_gradescope_output_keeps_every_learner_text_inert() -> None:
-    from lessonlib.grading.gradescope import _summary, _tests
+    from lessonlib.grading.gradescope.autograder import _summary, _tests
 
     result = _hostile()
     (output,) = [t["output"] for t in _tests(result.exercises, "after_due_date") if t.get("output_format") == "md"]
@@ -313,7 +313,7 @@ def test_html_feedback_keeps_every_learner_text_inert() -> None:
 def test_gradescopes_public_part_says_nothing_of_a_hidden_timeout() -> None:
     """Only the hidden cases ran out of time: the public test passes and its text says nothing of
     them; the hidden test carries the count and the points they lost."""
-    from lessonlib.grading.gradescope import _tests
+    from lessonlib.grading.gradescope.autograder import _tests
 
     hidden = [{"case": f"hidden-{i}", "description": f"length {i + 9}", "reason": "raised", "expected": "",
                "got": "", "detail": "", "hidden": True} for i in range(1, 5)]

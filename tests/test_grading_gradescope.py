@@ -23,8 +23,9 @@ from markdown_view import shown
 
 from lessonlib import cli
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
-from lessonlib.grading import gradescope, sandbox
-from lessonlib.grading.gradescope import GradescopeError, assignment, read_assignment
+from lessonlib.grading.gradescope import autograder as gradescope
+from lessonlib.grading.gradescope.autograder import GradescopeError, assignment, read_assignment
+from lessonlib.grading.isolation import sandbox
 
 MASKING = "02_masking.ipynb"
 

@@ -20,7 +20,7 @@ from markdown_view import shown
 
 from lessonlib import cli
 from lessonlib.exercises import EXERCISES, check
-from lessonlib.grading.gradescope import assignment
+from lessonlib.grading.gradescope.autograder import assignment
 
 SEED = 31_337
 MASKING = "02_masking.ipynb"

@@ -53,7 +53,7 @@ from grading_submissions import (
 from markdown_view import view
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
-from lessonlib.grading import cgroups, sandbox
+from lessonlib.grading.isolation import cgroups, sandbox
 
 TIMEOUT = 1.5  # CPU seconds per exercise; the clock allows 2 * 1.5 + 1 = 4 s
 FORCED = os.environ.get("LESSONLIB_TEST_ISOLATION")  # None: the strongest level that works

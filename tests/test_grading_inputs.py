@@ -28,16 +28,19 @@ from lessonlib import cli
 from lessonlib.exercises import cells
 from lessonlib.exercises.cells import MAX_CODE_CHARS, MAX_STATEMENTS, slice_cells, statement_bound
 from lessonlib.grading import records as r
-from lessonlib.grading import submissions
-from lessonlib.grading.gradebook import write_gradebook
-from lessonlib.grading.gradescope import run_autograder
-from lessonlib.grading.lms import Unattributed, find_learners
-from lessonlib.grading.manual import Mark, read_manual, write_manual
-from lessonlib.grading.progress import Progress
-from lessonlib.grading.roster import lms_import_text, match, read_roster
-from lessonlib.grading.safe_text import FORMULA_STARTS, csv_cell, csv_value
-from lessonlib.grading.sandbox import Isolation, Limits
-from lessonlib.grading.submissions import CourseNotebook, course_notebooks, discover, plan_notebook, read_notebook
+from lessonlib.grading.gradescope.autograder import run_autograder
+from lessonlib.grading.isolation.sandbox import Isolation, Limits
+from lessonlib.grading.lms import submissions
+from lessonlib.grading.lms.downloads import Unattributed, find_learners
+from lessonlib.grading.lms.roster import lms_import_text, match, read_roster
+from lessonlib.grading.lms.submissions import discover
+from lessonlib.grading.reports.gradebook import write_gradebook
+from lessonlib.grading.reports.safe_text import FORMULA_STARTS, csv_cell, csv_value
+from lessonlib.grading.run import plans as planning
+from lessonlib.grading.run.notebooks import CourseNotebook, course_notebooks, read_notebook
+from lessonlib.grading.run.plans import plan_notebook
+from lessonlib.grading.run.progress import Progress
+from lessonlib.grading.store.manual import Mark, read_manual, write_manual
 
 COURSES = course_notebooks()
 MASKING = next(c for c in COURSES if c.name == "02_masking.ipynb")
@@ -152,7 +155,7 @@ def test_the_slicer_keeps_exactly_what_the_answer_reaches(seed: int) -> None:
 
 
 def _planned(tmp_path: Path, extra: list[str], answer: str, course: CourseNotebook = MASKING
-             ) -> list[submissions.ExercisePlan]:
+             ) -> list[planning.ExercisePlan]:
     nb = notebook(course.name, answers={"masked_softmax": answer} if course is MASKING else None)
     nb.cells[3:3] = [nbformat.v4.new_code_cell(src) for src in extra]
     path = tmp_path / course.name
@@ -183,7 +186,7 @@ def test_a_notebook_over_the_statement_cap_is_refused_before_any_parsing(tmp_pat
     def no_parsing(*args: object, **kwargs: object) -> None:
         raise AssertionError("a notebook over the cap was parsed")
 
-    monkeypatch.setattr(submissions, "parse_cell", no_parsing)
+    monkeypatch.setattr(planning, "parse_cell", no_parsing)
     monkeypatch.setattr(cells, "parse", no_parsing)
     plans = _planned(tmp_path, *_chain(n))
     assert {p.status for p in plans} == {"too_long"}

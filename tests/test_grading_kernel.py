@@ -22,7 +22,7 @@ from grading_submissions import CORRECT_MASKED_SOFTMAX, KILL_PARENT, correct_lea
 from test_grading_hostile import load, run_cli
 from test_grading_secrets import DENSE as DENSE_MATRIX
 
-from lessonlib.grading import sandbox
+from lessonlib.grading.isolation import probe, sandbox
 
 LEVELS = ["bubblewrap", "limits"]
 REQUIRED = os.environ.get("REQUIRE_BUBBLEWRAP") == "1"
@@ -304,18 +304,18 @@ def test_the_trial_verified_the_kernel_guard(graded) -> None:
 
 def test_the_trial_refuses_a_level_whose_child_reaches_the_kernel() -> None:
     """A report as the trial child writes it, with each channel open in turn: the level is refused."""
-    from lessonlib.grading import cgroups
+    from lessonlib.grading.isolation import cgroups
     base = {"uid": 65534 if os.geteuid() == 0 else os.getuid(), "readable": {}, "writable": {}, "imports": True,
             "fork": True, "kernel": {"seccomp": "2", "user_keyring": "EPERM", "session_keyring": "EPERM",
                                      "sysv_ipc": "EPERM", "new_user_namespace": "EPERM", "clear_refs": "EACCES",
                                      "lessonlib": False}}
     limits, plan = sandbox.Limits(), cgroups.Plan(reason="none")
-    assert sandbox._findings(base, "bubblewrap", limits, plan)[1] == []
+    assert probe._findings(base, "bubblewrap", limits, plan)[1] == []
     for key, value in [("seccomp", "0"), ("user_keyring", True), ("session_keyring", True), ("sysv_ipc", True),
                        ("new_user_namespace", True), ("clear_refs", True)]:
         report = {**base, "kernel": {**base["kernel"], key: value}}
         for level in sandbox.LEVELS:
-            assert sandbox._findings(report, level, limits, plan)[1], (key, level)
+            assert probe._findings(report, level, limits, plan)[1], (key, level)
     report = {**base, "kernel": {**base["kernel"], "lessonlib": True}}
-    assert sandbox._findings(report, "bubblewrap", limits, plan)[1]
-    assert sandbox._findings(report, "limits", limits, plan)[1] == []
+    assert probe._findings(report, "bubblewrap", limits, plan)[1]
+    assert probe._findings(report, "limits", limits, plan)[1] == []

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from grading_submissions import masking, write_learner
 
-from lessonlib.grading import cgroups, sandbox
-from lessonlib.grading.sandbox import Limits
+from lessonlib.grading.isolation import cgroups, sandbox, workers
+from lessonlib.grading.isolation.sandbox import Limits
 
 REQUIRED = os.environ.get("REQUIRE_BUBBLEWRAP") == "1"
 TIMEOUT = 1.5  # CPU seconds per exercise; the clock allows 4 s
@@ -117,7 +117,7 @@ def alive(pid: int, start: str) -> bool:
 
 
 def _forks_allowed() -> bool:
-    """Whether learner code may start processes here: only inside a control group (see sandbox.held)."""
+    """Whether learner code may start processes here: only inside a control group (see workers.held)."""
     return bool(cgroups.detect().kind)
 
 
@@ -219,17 +219,17 @@ def test_forked_processes_together_are_held_within_the_memory_limit(tmp_path: Pa
 def test_without_a_control_group_learner_code_may_start_no_process() -> None:
     limits = Limits(memory_mb=300)
     none = cgroups.Plan(reason="none here")
-    contained = sandbox.contained_limits(limits, none)
+    contained = workers.contained_limits(limits, none)
     assert contained.processes == 0 and contained.memory_mb == 300
-    record = sandbox.held("bubblewrap", contained, none, could_fork=False)
+    record = workers.held("bubblewrap", contained, none, could_fork=False)
     assert record["memory"] == "per process" and record["extra_processes"] == 0
-    assert record["host_memory_mb"] == 300 + sandbox.WORKER_MB + 3 * limits.scratch_mb
+    assert record["host_memory_mb"] == 300 + workers.WORKER_MB + 3 * limits.scratch_mb
     assert "tmpfs" in record["margin"] and "none here" in record["how"]
-    unbounded = sandbox.held("limits", contained, none, could_fork=True)  # root is exempt from RLIMIT_NPROC
+    unbounded = workers.held("limits", contained, none, could_fork=True)  # root is exempt from RLIMIT_NPROC
     assert unbounded["host_memory_mb"] is None and unbounded["processes"] == "not limited"
     group = cgroups.Plan("cgroup v2", "a group per worker", (Path("/nonexistent"),))
-    assert sandbox.contained_limits(limits, group) == limits
-    assert sandbox.held("limits", limits, group, could_fork=True)["host_memory_mb"] == 300 + sandbox.WORKER_MB
+    assert workers.contained_limits(limits, group) == limits
+    assert workers.held("limits", limits, group, could_fork=True)["host_memory_mb"] == 300 + workers.WORKER_MB
 
 
 def test_a_systemd_scope_gets_the_limits_on_its_command_line() -> None:
@@ -281,12 +281,12 @@ def test_a_worker_whose_lifeline_breaks_ends_what_it_started(tmp_path: Path) -> 
     _level("limits")
     job_dir = tmp_path / "job"
     job_dir.mkdir()
-    limits = sandbox.contained_limits(Limits(cpu_seconds=30), cgroups.Plan())
+    limits = workers.contained_limits(Limits(cpu_seconds=30), cgroups.Plan())
     task = {"key": "02_masking--masked_softmax", "exercise": "masked_softmax", "cases": [],
             "program": [{"label": "answer", "filename": "<answer>", "source": "import time\ntime.sleep(10_000)"}]}
-    job = {**sandbox.job_head("limits", limits.for_job(sandbox.nproc_base("limits", 1))), "tasks": [task]}
-    sandbox.write_job(job_dir, job)
-    worker = sandbox.start_worker(job_dir, "limits", limits, protected=[], plan=cgroups.Plan())
+    job = {**workers.job_head("limits", limits.for_job(sandbox.nproc_base("limits", 1))), "tasks": [task]}
+    workers.write_job(job_dir, job)
+    worker = workers.start_worker(job_dir, "limits", limits, protected=[], plan=cgroups.Plan())
     try:
         deadline = time.monotonic() + 30
         while b'"started"' not in (job_dir / sandbox.OUT_FILE).read_bytes() and time.monotonic() < deadline:
@@ -299,7 +299,7 @@ def test_a_worker_whose_lifeline_breaks_ends_what_it_started(tmp_path: Path) -> 
         time.sleep(0.2)
         assert not [pid for pid, start in seen.items() if alive(pid, start)]
     finally:
-        sandbox.stop_worker(worker)
+        workers.stop_worker(worker)
 
 
 def test_the_memory_limit_that_held_is_recorded_with_the_isolation(tmp_path: Path) -> None:
@@ -312,7 +312,7 @@ def test_the_memory_limit_that_held_is_recorded_with_the_isolation(tmp_path: Pat
     plan = cgroups.detect()
     assert limits["memory"] == (plan.kind or "per process")
     assert limits["extra_processes"] == (32 if plan.kind else 0)
-    assert limits["margin_mb"] == sandbox.margin_mb(level[1], Limits())
+    assert limits["margin_mb"] == workers.margin_mb(level[1], Limits())
 
 
 def test_an_exercise_that_sleeps_holds_the_clock_once(tmp_path: Path) -> None:
@@ -321,17 +321,17 @@ def test_an_exercise_that_sleeps_holds_the_clock_once(tmp_path: Path) -> None:
     _level("limits")
     job_dir = tmp_path / "job"
     job_dir.mkdir()
-    limits = sandbox.contained_limits(Limits(cpu_seconds=0.5), cgroups.Plan())
+    limits = workers.contained_limits(Limits(cpu_seconds=0.5), cgroups.Plan())
     task = {"key": "02_masking--masked_softmax", "exercise": "masked_softmax", "cases": [], "hidden": True,
             "hidden_memory": False,
             "program": [{"label": "answer", "filename": "<answer>", "source": "import time\ntime.sleep(10_000)"}]}
-    job = {**sandbox.job_head("limits", limits.for_job(sandbox.nproc_base("limits", 1))), "tasks": [task]}
-    sandbox.write_job(job_dir, job, secrets=sandbox.secret_part(job["limits"], hidden={"masked_softmax": []}))
-    worker = sandbox.start_worker(job_dir, "limits", limits, protected=[], plan=cgroups.Plan())
+    job = {**workers.job_head("limits", limits.for_job(sandbox.nproc_base("limits", 1))), "tasks": [task]}
+    workers.write_job(job_dir, job, secrets=workers.secret_part(job["limits"], hidden={"masked_softmax": []}))
+    worker = workers.start_worker(job_dir, "limits", limits, protected=[], plan=cgroups.Plan())
     try:
         worker.process.wait(timeout=60)
     finally:
-        sandbox.stop_worker(worker)
-    (result,) = [h for h, _ in sandbox.read_records(job_dir, limits) if h.get("kind") == "result"]
+        workers.stop_worker(worker)
+    (result,) = [h for h, _ in workers.read_records(job_dir, limits) if h.get("kind") == "result"]
     assert result["fate"]["timed_out"] == "wall"
     assert result["hidden_fate"]["not_started"] is True and result["hidden_fate"]["timed_out"] == "wall"

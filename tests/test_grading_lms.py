@@ -20,10 +20,10 @@ from markdown_view import shown
 from lessonlib import cli
 from lessonlib.exercises import MANUAL_QUESTIONS
 from lessonlib.grading import records as r
-from lessonlib.grading.lms import CANVAS_FILE, MOODLE_FOLDER, find_learners, layout
-from lessonlib.grading.manual import ManualError, read_manual
-from lessonlib.grading.roster import RosterError, lms_import_text, match, read_roster
-from lessonlib.grading.submissions import course_notebooks
+from lessonlib.grading.lms.downloads import CANVAS_FILE, MOODLE_FOLDER, find_learners, layout
+from lessonlib.grading.lms.roster import RosterError, lms_import_text, match, read_roster
+from lessonlib.grading.run.notebooks import course_notebooks
+from lessonlib.grading.store.manual import ManualError, read_manual
 
 COURSES = course_notebooks()
 CANVAS_HEADER = "Student,ID,SIS User ID,SIS Login ID,Section,Attention homework (98765),Current Score\n"
@@ -311,7 +311,7 @@ def test_moodle_batch_with_worksheet(tmp_path: Path, capsys: pytest.CaptureFixtu
         folders = sorted(name.split("/")[0] for name in archive.namelist())
     assert folders == ["Amy Jones_1002_assignsubmission_file_", "Bob Smith_1001_assignsubmission_file_",
                        "Carl Flat_1003_assignsubmission_file_"]
-    assert [MOODLE_FOLDER.match(f)["id"] for f in folders] == ["1002", "1001", "1003"]  # as lms.py reads them
+    assert [MOODLE_FOLDER.match(f)["id"] for f in folders] == ["1002", "1001", "1003"]  # as lms/downloads.py reads them
     assert not (out / "feedback" / "canvas-reupload.zip").exists()
 
     code, _, stderr = _run(capsys, str(folder), "--out", str(out), "--absent-zero")

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from lessonlib.grading import records as r
-from lessonlib.grading.gradebook import write_gradebook
-from lessonlib.grading.roster import (
+from lessonlib.grading.isolation.sandbox import Isolation, Limits
+from lessonlib.grading.lms.roster import (
     LATE_NOTE,
     RosterError,
     lms_import_text,
@@ -27,8 +27,8 @@ from lessonlib.grading.roster import (
     read_roster,
     write_lms_import,
 )
-from lessonlib.grading.sandbox import Isolation, Limits
-from lessonlib.grading.submissions import Learner
+from lessonlib.grading.lms.submissions import Learner
+from lessonlib.grading.reports.gradebook import write_gradebook
 
 CANVAS_HEADER = "Student,ID,SIS User ID,SIS Login ID,Section,Attention homework (98765),Current Score\n"
 

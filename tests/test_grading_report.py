@@ -13,9 +13,15 @@ from grading_submissions import WRONG_PADDING, masking, write_learner
 from lessonlib import cli
 from lessonlib.exercises import EXERCISES, SECTIONS
 from lessonlib.grading import records as r
-from lessonlib.grading.class_report import REPORT, class_ranked, class_report_html, summarise, write_class_report
-from lessonlib.grading.gradebook import write_gradebook
-from lessonlib.grading.sandbox import Isolation, Limits
+from lessonlib.grading.isolation.sandbox import Isolation, Limits
+from lessonlib.grading.reports.class_report import (
+    REPORT,
+    class_ranked,
+    class_report_html,
+    summarise,
+    write_class_report,
+)
+from lessonlib.grading.reports.gradebook import write_gradebook
 
 HOSTILE_NAME = "<script>alert('x')</script> & Zoë"
 

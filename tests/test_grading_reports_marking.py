@@ -11,9 +11,9 @@ from report_pages import HOSTILE_ANSWER, assert_alone
 
 from lessonlib.exercises import MANUAL_QUESTIONS
 from lessonlib.grading import records as r
-from lessonlib.grading.manual import MANUAL_COLUMNS, manual_rows, read_manual
 from lessonlib.grading.reports import marking
-from lessonlib.grading.safe_text import csv_row
+from lessonlib.grading.reports.safe_text import csv_row
+from lessonlib.grading.store.manual import MANUAL_COLUMNS, manual_rows, read_manual
 
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"  # the course's, installed package or not
 

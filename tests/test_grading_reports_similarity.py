@@ -9,9 +9,9 @@ import pytest
 from grading_submissions import EXERCISES, notebook, write_learner
 from report_pages import HOSTILE_ANSWER, assert_alone
 
+from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.reports import similarity
 from lessonlib.grading.reports.course import course_files, exercise_stubs
-from lessonlib.grading.submissions import Learner
 
 ROOT = Path(__file__).resolve().parents[1]  # the course checkout these tests come from, installed package or not
 

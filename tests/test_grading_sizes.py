@@ -22,7 +22,7 @@ from grading_submissions import SOLUTIONS, correct_learner, notebook, write_lear
 from test_grading_hostile import MEMORY_MB, TIMEOUT, load
 
 from lessonlib.exercises import EXERCISES
-from lessonlib.grading.submissions import MAX_CELL_ID_CHARS, MAX_JSON_VALUES, MAX_NOTEBOOK_BYTES, MAX_WRITTEN_CHARS
+from lessonlib.grading.run.notebooks import MAX_CELL_ID_CHARS, MAX_JSON_VALUES, MAX_NOTEBOOK_BYTES, MAX_WRITTEN_CHARS
 
 PEAK_LIMIT_MB = 300  # about 80-210 MB here; 2,088 MB before sizes were checked ahead of reading
 MB = 2**20
@@ -141,14 +141,14 @@ def test_nothing_large_is_left_in_the_output_folder(measured, tmp_path_factory: 
 def test_the_course_notebooks_are_far_below_the_value_cap() -> None:
     """The cap refuses only notebooks built to exhaust the grader: a solved exercise notebook holds
     a few thousand values, under a hundredth of it."""
-    from lessonlib.grading.submissions import json_values
+    from lessonlib.grading.run.notebooks import json_values
 
     for path in sorted(SOLUTIONS.glob("0*.ipynb")):
         assert json_values(path.read_bytes()) < MAX_JSON_VALUES // 100, path.name
 
 
 def test_values_are_counted_outside_strings() -> None:
-    from lessonlib.grading.submissions import json_values
+    from lessonlib.grading.run.notebooks import json_values
 
     quoted = json.dumps({"source": ["{}," * MAX_JSON_VALUES]}).encode()  # braces in a string build nothing
     assert json_values(quoted) < 10

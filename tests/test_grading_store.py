@@ -13,9 +13,9 @@ import pytest
 from lessonlib.grading import records as r
 from lessonlib.grading import store
 from lessonlib.grading.files import atomic_write_json
-from lessonlib.grading.manual import Mark, write_manual
+from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.store import schema
-from lessonlib.grading.submissions import Learner
+from lessonlib.grading.store.manual import Mark, write_manual
 
 DUE = datetime(2026, 3, 1, 17, 0, tzinfo=timezone.utc)
 NOTEBOOKS = ["02_masking.ipynb"]
@@ -216,7 +216,7 @@ def test_an_extension_moves_the_due_date(gb: store.Gradebook) -> None:
     sheet = {s.key: s for s in store.assignment_sheet(gb, "week2")}
     assert (sheet["alice"].points, sheet["alice"].total, sheet["alice"].late.days_late) == (4.0, 2.0, 2)
     assert (sheet["bob"].total, sheet["bob"].late.days_late) == (4.0, 0)
-    assert "extended" in sheet["bob"].late.sentence
+    assert "the due date of the learner's extension" in sheet["bob"].late.sentence
     with pytest.raises(store.StoreError, match="no time zone"):
         store.grant_extension(gb, "week2", "bob", datetime(2026, 3, 5), "naive")
 
@@ -332,11 +332,12 @@ def test_a_learner_is_saved_whole_with_the_hashes_of_their_files(gb: store.Grade
     learner = store.assign_stored_keys(gb, [Learner("alice", "", {"02_masking.ipynb": notebook}, late=True)])[0]
     with pytest.raises(store.StoreError, match="its own result"):
         store.save_learner_result(gb, "week2", learner, _result("bob"))
-    store.save_learner_result(gb, "week2", learner, _result("alice"), submitted_at=DUE, attempt=2,
-                              chosen_because="the latest of 3")
-    row = gb.conn.execute("SELECT f.*, s.lms_late, s.attempt FROM submission_files f JOIN submissions s "
-                          "ON s.id = f.submission_id").fetchone()
+    learner.submitted_at, learner.submitted_from = DUE, "zip_entry"
+    store.save_learner_result(gb, "week2", learner, _result("alice"), attempt=2, chosen_because="the latest of 3")
+    row = gb.conn.execute("SELECT f.*, s.lms_late, s.attempt, s.submitted_at, s.submitted_from FROM submission_files f "
+                          "JOIN submissions s ON s.id = f.submission_id").fetchone()
     assert (row["file_name"], row["size"], row["lms_late"], row["attempt"]) == ("02_masking.ipynb", 13, 1, 2)
+    assert (row["submitted_at"], row["submitted_from"]) == (DUE.isoformat(), "zip_entry")
     assert row["sha256"] == hashlib.sha256(b'{"cells": []}').hexdigest()
     assert store.saved_fingerprint(gb, "week2", "alice") == "fp-alice"
     with pytest.raises(RuntimeError, match="grader failed"):  # a failure inside leaves nothing of the second save

@@ -20,28 +20,18 @@ from grading_submissions import ANSWER_CELLS, SOLUTIONS, correct_learner, maskin
 from lessonlib import cli
 from lessonlib.exercises import EXERCISES, Outcome, Value, get_exercise, run_case
 from lessonlib.grading import records as r
-from lessonlib.grading import sandbox, wire
-from lessonlib.grading.assess import TaskResult, assess, manual_grade, read_results
-from lessonlib.grading.batch import (
-    GradeSettings,
-    GradingError,
-    _Batch,
-    _blame,
-    _load_suspects,
-    grade,
-)
 from lessonlib.grading.files import atomic_write_text
-from lessonlib.grading.gradebook import GRADES_COLUMNS, feedback_markdown, write_gradebook
-from lessonlib.grading.sandbox import Isolation, Limits
-from lessonlib.grading.submissions import (
-    CourseNotebook,
-    ManualAnswer,
-    Notebook,
-    course_notebooks,
-    discover,
-    plan_notebook,
-    read_notebook,
-)
+from lessonlib.grading.isolation import probe, sandbox, wire
+from lessonlib.grading.isolation.sandbox import Isolation, Limits
+from lessonlib.grading.lms.submissions import discover
+from lessonlib.grading.reports.gradebook import GRADES_COLUMNS, feedback_markdown, write_gradebook
+from lessonlib.grading.run.assess import assess, manual_grade
+from lessonlib.grading.run.batch import GradeSettings, grade
+from lessonlib.grading.run.errors import GradingError
+from lessonlib.grading.run.notebooks import CourseNotebook, Notebook, course_notebooks, read_notebook
+from lessonlib.grading.run.plans import ManualAnswer, plan_notebook
+from lessonlib.grading.run.results import TaskResult, read_results
+from lessonlib.grading.run.resume import blame, load_suspects
 
 COURSES = course_notebooks()
 MASKING = next(c for c in COURSES if c.name == "02_masking.ipynb")
@@ -232,11 +222,6 @@ def _marker(job: Path, key: str, solo: bool = False, finished: bool = False, lev
         f.write(records)
 
 
-def _batch_for(work: Path) -> _Batch:
-    return _Batch(settings=GradeSettings(out=work), limits=LIMITS, out=work, state=work, work=work, saved=work,
-                  courses=[], cases={}, submissions=[], seed_digest="")
-
-
 def test_worker_records_are_read_once_into_task_results(tmp_path: Path) -> None:
     key = "02_masking--causal_mask"
     arrays: list[np.ndarray] = []
@@ -264,15 +249,15 @@ def test_worker_records_are_read_once_into_task_results(tmp_path: Path) -> None:
 def test_a_lone_unfinished_exercise_is_blamed_several_are_rerun_alone(tmp_path: Path) -> None:
     _marker(tmp_path / "one", "02_masking--masked_softmax")
     _marker(tmp_path / "one", "02_masking--causal_mask", finished=True)
-    _blame(_batch_for(tmp_path), set())
-    assert _load_suspects(tmp_path / "one") == {"02_masking--masked_softmax": "culprit"}
+    blame(tmp_path, LIMITS, set())
+    assert load_suspects(tmp_path / "one") == {"02_masking--masked_softmax": "culprit"}
     _marker(tmp_path / "two", "01_scaling--q1_context")
     _marker(tmp_path / "three", "01_scaling--q1_context")
-    _blame(_batch_for(tmp_path), set())
-    assert _load_suspects(tmp_path / "two") == {"01_scaling--q1_context": "solo"}
+    blame(tmp_path, LIMITS, set())
+    assert load_suspects(tmp_path / "two") == {"01_scaling--q1_context": "solo"}
     _marker(tmp_path / "two", "01_scaling--q1_context", solo=True)  # it stopped the grader again, alone
-    _blame(_batch_for(tmp_path), set())
-    assert _load_suspects(tmp_path / "two") == {"01_scaling--q1_context": "culprit"}
+    blame(tmp_path, LIMITS, set())
+    assert load_suspects(tmp_path / "two") == {"01_scaling--q1_context": "culprit"}
 
 
 def test_in_the_sandbox_a_dead_grader_is_never_blamed_on_the_learner(tmp_path: Path) -> None:
@@ -280,8 +265,8 @@ def test_in_the_sandbox_a_dead_grader_is_never_blamed_on_the_learner(tmp_path: P
     was running when it died is run again, not given stopped_grader."""
     _marker(tmp_path / "one", "02_masking--masked_softmax", solo=True, level="bubblewrap")
     _marker(tmp_path / "two", "02_masking--causal_mask", level="bubblewrap")
-    _blame(_batch_for(tmp_path), set())
-    assert _load_suspects(tmp_path / "one") == {} and _load_suspects(tmp_path / "two") == {}
+    blame(tmp_path, LIMITS, set())
+    assert load_suspects(tmp_path / "one") == {} and load_suspects(tmp_path / "two") == {}
     assert not list(tmp_path.glob(f"*/{sandbox.OUT_FILE}"))  # nothing left to blame on the next run either
 
 
@@ -439,9 +424,9 @@ def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeyp
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     if why := sandbox.python_refused_to_nobody():  # root, with a Python nobody cannot start: no level at all
         with pytest.raises(sandbox.IsolationError, match="learner code runs as nobody, who cannot start this Python"):
-            sandbox.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+            probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
         pytest.skip(f"level limits is not available here: {why}")
-    isolation = sandbox.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+    isolation = probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
     assert isolation.level == "limits" and "bwrap is not installed" in isolation.reason
     assert isolation.warning.startswith("WARNING: learner code is NOT isolated")
     for unprotected in ("solutions/", "the output folder", "network", "signal the grading process"):
@@ -449,9 +434,9 @@ def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeyp
     assert isolation.verified["course_files_readable"] and isolation.verified["network"]  # the probe saw it
     # root's learner code runs as nobody, which cannot enter a home folder of root's
     assert isolation.verified["home_folder_readable"] is (os.geteuid() != 0)
-    assert isolation.verified["runs_as"] == ("nobody" if os.geteuid() == 0 else sandbox._user_name(os.getuid()))
+    assert isolation.verified["runs_as"] == ("nobody" if os.geteuid() == 0 else sandbox.user_name(os.getuid()))
     with pytest.raises(sandbox.IsolationError, match="bwrap is not installed"):
-        sandbox.choose_isolation("bubblewrap", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+        probe.choose_isolation("bubblewrap", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
 
 
 def test_a_python_environment_under_tmp_is_bound_over_the_sandbox_s_empty_tmp(monkeypatch) -> None:
@@ -504,9 +489,9 @@ def test_the_probe_tries_a_course_file_outside_the_python_environment(tmp_path, 
     monkeypatch.chdir(course)
     monkeypatch.setattr(sandbox, "project_root", lambda: None)
     installed = {course / ".venv"}
-    assert sandbox._course_file(installed) == course / "week3" / "notes.md"
+    assert probe._course_file(installed) == course / "week3" / "notes.md"
     (course / "week3" / "notes.md").unlink()
-    assert sandbox._course_file(installed) is None  # nothing to try: the probe leaves that check out
+    assert probe._course_file(installed) is None  # nothing to try: the probe leaves that check out
 
 
 def test_scratch_folders_of_killed_graders_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

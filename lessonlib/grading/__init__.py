@@ -5,18 +5,31 @@
     batch = grade(["submissions/alice", "submissions/bob"], settings)
     write_gradebook(settings.out, batch.results, batch.isolation, settings.limits(), settings.workers)
 
-The command ``lessonlib grade`` does both. Learner code runs only in the worker's processes (``worker/``)
-(see :mod:`lessonlib.grading.sandbox` for the isolation levels); this package reads back JSON and
-``.npy`` files and judges them with :mod:`lessonlib.exercises`, the same checks learners run.
-LMS downloads are read by :mod:`~lessonlib.grading.lms`, rosters and ``lms-import.csv`` are
-:mod:`~lessonlib.grading.roster`'s, hand-graded written answers :mod:`~lessonlib.grading.manual`'s,
-and :mod:`~lessonlib.grading.gradescope` packs the same checks as a Gradescope autograder.
+The command ``lessonlib grade`` does both (``commands.py``; the course gradebook in ``store/``).
+Learner code runs only in the worker's processes; this package reads back JSON and ``.npy``
+files and judges them with :mod:`lessonlib.exercises`, the same checks learners run.
+
+Which subpackage does which job::
+
+    run/        one grading run: read and plan notebooks, start workers, judge what they send back
+    isolation/  keep learner code apart: levels and limits, bubblewrap, control groups, seccomp,
+                starting and stopping workers, the probe, the wire format
+    worker/     the worker itself, started by path; it imports nothing of lessonlib
+    lms/        from and to the LMS: learners in downloads, zips, rosters, lms-import.csv, uploads
+    store/      the course gradebook (SQLite): learners, assignments, submissions, hand grades,
+                overrides, late policy, history; output folders and manual.csv
+    reports/    every file written for people: feedback, summary and grades files, the class,
+                term, marking and similarity reports
+    gradescope/ the same checks packed as a Gradescope autograder
+    records.py  a learner's and an exercise's result, as every subpackage passes them
+    files.py    atomic writes and safe reads
 """
 
-from lessonlib.grading.batch import BatchResult, GradeSettings, GradingError, Interrupted, grade
-from lessonlib.grading.gradebook import write_gradebook
+from lessonlib.grading.isolation.sandbox import LEVELS, Isolation, Limits
 from lessonlib.grading.records import ExerciseGrade, LearnerResult
-from lessonlib.grading.sandbox import LEVELS, Isolation, Limits
+from lessonlib.grading.reports.gradebook import write_gradebook
+from lessonlib.grading.run.batch import BatchResult, GradeSettings, grade
+from lessonlib.grading.run.errors import GradingError, Interrupted
 
 __all__ = [
     "LEVELS", "BatchResult", "ExerciseGrade", "GradeSettings", "GradingError", "Interrupted", "Isolation",

@@ -3,6 +3,7 @@
     lessonlib override --out DIR LEARNER EXERCISE POINTS --reason TEXT   replace a score (--clear: undo)
     lessonlib extend --out DIR LEARNER --due WHEN --reason TEXT          a learner's own due date
     lessonlib late-policy --out DIR --due WHEN [--per-day F --floor F | --zero | --none] [--lms-points N]
+    lessonlib export --out DIR --to FOLDER [--changed-only]              the LMS files: everyone, or what changed
     lessonlib history --out DIR [LEARNER]                                 every recorded change, oldest first
     lessonlib term-report [--gradebook FILE] --to PATH                   the course's term report
     lessonlib similarity SUBMISSION... --out DIR                          near-identical answers, for a look
@@ -20,8 +21,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lessonlib.grading import course, store
-from lessonlib.grading.safe_text import printable
+from lessonlib.grading import store
+from lessonlib.grading.reports.safe_text import printable
+from lessonlib.grading.store import outputs as course
 
 
 def _when(text: str) -> datetime:
@@ -40,8 +42,8 @@ def rewrite(gb: store.Gradebook, out: Path) -> None:
     and roster); nothing is graded again."""
     from lessonlib.grading import write_gradebook
     from lessonlib.grading.files import read_json
-    from lessonlib.grading.roster import read_roster
-    from lessonlib.grading.sandbox import Isolation, Limits
+    from lessonlib.grading.isolation.sandbox import Isolation, Limits
+    from lessonlib.grading.lms.roster import read_roster
 
     recorded = course.recorded_isolation(out)
     if recorded is None:
@@ -93,6 +95,29 @@ def _cmd_late_policy(args: argparse.Namespace) -> int:
                                                                 lms_points=args.lms_points))
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from lessonlib.grading.files import read_json
+    from lessonlib.grading.lms.roster import RosterError, read_roster
+    from lessonlib.grading.reports.exports import export_for_lms
+
+    out = Path(args.out)
+    remembered = read_json(out / ".grading" / "roster.json")
+    try:
+        roster = read_roster(Path(remembered["roster"]), remembered.get("assignment")) if remembered else None
+        with course.open_course(out, gradebook=args.gradebook) as gb:
+            name = course.assignment_name(out)
+            exported = export_for_lms(gb, name, course.results(gb, out), Path(args.to), roster=roster,
+                                      notebooks=store.get_assignment(gb, name).notebooks,
+                                      changed_only=args.changed_only, absent_zero=args.absent_zero,
+                                      partial_grades=args.partial_grades)
+    except (store.GradebookError, RosterError, OSError) as exc:
+        print(f"lessonlib export: {printable(exc)}", file=sys.stderr)
+        return 2
+    print(printable(f"exported {exported.why}: {', '.join(exported.learners) or 'nobody'}"))
+    print(printable(f"wrote {', '.join(p.name for p in exported.paths) or 'no file'} in {args.to}"))
+    return 0
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
@@ -124,9 +149,9 @@ def _cmd_term_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_similarity(args: argparse.Namespace) -> int:
-    from lessonlib.grading.lms import find_learners
+    from lessonlib.grading.lms.downloads import find_learners
     from lessonlib.grading.reports import similarity
-    from lessonlib.grading.submissions import course_notebooks
+    from lessonlib.grading.run.notebooks import course_notebooks
 
     out = Path(args.out)
     learners = find_learners([Path(s) for s in args.submissions], course_notebooks()).learners
@@ -171,6 +196,14 @@ def add_course_commands(subparsers: argparse._SubParsersAction) -> None:
     how.add_argument("--none", action="store_true", help="no deduction (the default)")
     p.add_argument("--floor", type=float, default=0.0, metavar="F", help="with --per-day: never below F of the points")
     p.add_argument("--lms-points", type=float, metavar="N", help="the assignment's points possible in the LMS")
+    p = command("export", "the LMS files to upload (lms-import.csv, feedback zips) into a folder of their own",
+                _cmd_export)
+    p.add_argument("--to", required=True, metavar="FOLDER", help="where to write them (created if missing)")
+    p.add_argument("--changed-only", action="store_true",
+                   help="only the learners whose grade or feedback changed since the last export")
+    p.add_argument("--absent-zero", action="store_true", help="roster learners with no submission get 0")
+    p.add_argument("--partial-grades", action="store_true",
+                   help="learners with written answers still to grade get their points so far")
     p = command("history", "every recorded change of the assignment (or of one learner), oldest first", _cmd_history)
     p.add_argument("learner", nargs="?")
     p = command("term-report", "the course's term report: misconceptions that persist, sections to reteach, who "

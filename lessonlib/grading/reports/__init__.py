@@ -1,4 +1,13 @@
-"""The instructor's reports, each one HTML page (or folder of pages) that renders alone.
+"""Every file written for people: an assignment's files, feedback, the LMS uploads and the reports.
+
+- :mod:`gradebook`: an output folder's files (grades.csv, summary.csv, grades.json, feedback,
+  manual.csv, lms-import.csv, the feedback zips, the class report), from the results.
+- :mod:`feedback` (Markdown, and the one description both forms come from) and
+  :mod:`feedback_html` (the page that renders alone); :mod:`safe_text` escapes what learners wrote.
+- :mod:`exports`: the LMS files for every learner, or only those changed since the last export.
+- :mod:`class_report`: what the class got wrong in one assignment.
+
+The instructor's reports below are each one HTML page (or folder of pages) that renders alone.
 
 - :mod:`marking`: a marking page per written question, anonymised by default, with a key file;
   manual.csv's answer column; a written question in Gradescope's output as a manual question.

@@ -42,9 +42,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lessonlib.grading.files import atomic_write_text
+from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.reports.course import CourseFile, course_files, exercise_stubs
 from lessonlib.grading.reports.page import document, esc, esc_block, table
-from lessonlib.grading.submissions import Learner, assignment_courses, plan_notebook, read_notebook
+from lessonlib.grading.run.notebooks import assignment_courses, read_notebook
+from lessonlib.grading.run.plans import plan_notebook
 
 if TYPE_CHECKING:
     from copydetect import CodeFingerprint

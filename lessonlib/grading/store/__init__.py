@@ -35,6 +35,9 @@ stored (``learners.py``); every change appends a row to ``history``, which nothi
 (``lock.py``) and names the holder to a second grader, or waits for it with ``wait=True``.
 An output folder of the file-based grader is brought in with ``import_output_folder``.
 
+``outputs.py`` ties an output folder to the gradebook (which assignment it is, its files written
+from the database); ``manual.py`` reads and writes manual.csv, the hand grades' sheet.
+
 Errors: every error meant for the person running a command is a ``GradebookError`` (``StoreError``
 for a request that cannot be carried out, ``StoreFormatError`` for a file this version cannot
 use, ``GraderBusy`` for another grader); its message names what was wrong and what to do. Keep
@@ -53,6 +56,7 @@ from lessonlib.grading.store.assignments import (
     saved_fingerprint,
     set_late_policy,
     stored_files,
+    update_submission_time,
 )
 from lessonlib.grading.store.database import GRADEBOOK_FILE, Gradebook, StoreError, open_gradebook
 from lessonlib.grading.store.errors import GradebookError
@@ -92,5 +96,5 @@ __all__ = [
     "get_assignment", "grant_extension", "identity_for", "import_output_folder", "late_adjusted", "learner_history",
     "learner_results", "open_gradebook", "record_export", "record_result", "record_submission", "register",
     "save_learner_result", "saved_fingerprint", "set_hand_grade", "set_late_policy", "set_override", "stored_files",
-    "term_results",
+    "term_results", "update_submission_time",
 ]

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from lessonlib.grading import records as r
+from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.store.database import Gradebook, StoreError, now
 from lessonlib.grading.store.late import LatePolicy
-from lessonlib.grading.submissions import Learner
+from lessonlib.grading.store.schema import SUBMISSION_TIME_SOURCES
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def get_assignment(gradebook: Gradebook, name: str) -> Assignment:
 
 
 def new_seed() -> int:
-    """A fresh secret seed: 63 bits from the operating system's random source (as ``batch.new_seed``)."""
+    """A fresh secret seed: 63 bits from the operating system's random source (as ``resume.new_seed``)."""
     return int.from_bytes(os.urandom(8), "big") >> 1
 
 
@@ -136,11 +137,18 @@ class SubmittedFile:
 
 
 def record_submission(gradebook: Gradebook, assignment: str, learner_key: str, files: Sequence[SubmittedFile], *,
-                      submitted_at: datetime | None = None, lms_late: bool = False, attempt: int = 0,
-                      chosen_because: str = "", notes: Sequence[str] = ()) -> int:
-    """Record (or replace) the learner's submission to the assignment: its files, time and late flag."""
+                      submitted_at: datetime | None = None, submitted_from: str = "", lms_late: bool = False,
+                      attempt: int = 0, chosen_because: str = "", notes: Sequence[str] = ()) -> int:
+    """Record (or replace) the learner's submission to the assignment: its files, its time and where
+    that time comes from (``schema.SUBMISSION_TIME_SOURCES``; "" when unknown), and the late flag."""
+    if submitted_from not in ("", *SUBMISSION_TIME_SOURCES):
+        raise StoreError(f"a submission time's source is one of {', '.join(SUBMISSION_TIME_SOURCES)}, "
+                         f"not {submitted_from!r}")
+    if submitted_from and submitted_at is None:
+        raise StoreError(f"a submission time from {submitted_from} needs the time itself")
     a, lid = gradebook.assignment_id(assignment), gradebook.learner_id(learner_key)
-    new = {"submitted_at": _iso(submitted_at), "lms_late": bool(lms_late), "attempt": attempt,
+    new = {"submitted_at": _iso(submitted_at), "submitted_from": submitted_from if submitted_at else "",
+           "lms_late": bool(lms_late), "attempt": attempt,
            "chosen_because": chosen_because, "notes": list(notes),
            "files": {f.notebook: {"file": f.file_name, "sha256": f.sha256, "size": f.size} for f in files}}
     with gradebook.transaction() as conn:
@@ -151,9 +159,10 @@ def record_submission(gradebook: Gradebook, assignment: str, learner_key: str, f
                                    (a, lid)).lastrowid or 0)
         else:
             sid = int(row["id"])
-        conn.execute("UPDATE submissions SET submitted_at = ?, lms_late = ?, attempt = ?, chosen_because = ?, "
-                     "notes = ? WHERE id = ?", (new["submitted_at"], int(lms_late), attempt, chosen_because,
-                                                json.dumps(list(notes)), sid))
+        conn.execute("UPDATE submissions SET submitted_at = ?, submitted_from = ?, lms_late = ?, attempt = ?, "
+                     "chosen_because = ?, notes = ? WHERE id = ?",
+                     (new["submitted_at"], new["submitted_from"], int(lms_late), attempt, chosen_because,
+                      json.dumps(list(notes)), sid))
         conn.execute("DELETE FROM submission_files WHERE submission_id = ?", (sid,))
         conn.executemany("INSERT INTO submission_files VALUES (?, ?, ?, ?, ?)",
                          [(sid, f.notebook, f.file_name, f.sha256, f.size) for f in files])
@@ -162,10 +171,36 @@ def record_submission(gradebook: Gradebook, assignment: str, learner_key: str, f
         return sid
 
 
+def update_submission_time(gradebook: Gradebook, assignment: str, learner_key: str, submitted_at: datetime,
+                           submitted_from: str) -> bool:
+    """Set a stored submission's time from a better source than the stored one's (a history row says
+    so), as when a later run brings Moodle's worksheet for files already graded; a time from an equal
+    or weaker source changes nothing. Returns whether anything changed."""
+    if submitted_from not in SUBMISSION_TIME_SOURCES:
+        raise StoreError(f"a submission time's source is one of {', '.join(SUBMISSION_TIME_SOURCES)}, "
+                         f"not {submitted_from!r}")
+    a, lid = gradebook.assignment_id(assignment), gradebook.learner_id(learner_key)
+    new = {"submitted_at": _iso(submitted_at), "submitted_from": submitted_from}
+    with gradebook.transaction() as conn:
+        row = conn.execute("SELECT id, submitted_at, submitted_from FROM submissions WHERE assignment_id = ? "
+                           "AND learner_id = ?", (a, lid)).fetchone()
+        if row is None:
+            raise StoreError(f"{learner_key!r} has no submission to {assignment!r} whose time could be set")
+        old = {"submitted_at": row["submitted_at"], "submitted_from": row["submitted_from"]}
+        rank = {source: n for n, source in enumerate((*SUBMISSION_TIME_SOURCES, ""))}  # 0 is the best
+        if rank[submitted_from] >= rank.get(row["submitted_from"], len(rank)):
+            return False
+        conn.execute("UPDATE submissions SET submitted_at = ?, submitted_from = ? WHERE id = ?",
+                     (new["submitted_at"], submitted_from, row["id"]))
+        gradebook.record("submission_time", assignment_id=a, learner_id=lid, old=old, new=new)
+        return True
+
+
 def _submission(gradebook: Gradebook, sid: int) -> dict[str, Any]:
     row = gradebook.conn.execute("SELECT * FROM submissions WHERE id = ?", (sid,)).fetchone()
     files = gradebook.conn.execute("SELECT * FROM submission_files WHERE submission_id = ?", (sid,))
-    return {"submitted_at": row["submitted_at"], "lms_late": bool(row["lms_late"]), "attempt": row["attempt"],
+    return {"submitted_at": row["submitted_at"], "submitted_from": row["submitted_from"],
+            "lms_late": bool(row["lms_late"]), "attempt": row["attempt"],
             "chosen_because": row["chosen_because"], "notes": json.loads(row["notes"]),
             "files": {f["notebook"]: {"file": f["file_name"], "sha256": f["sha256"], "size": f["size"]}
                       for f in files}}
@@ -225,16 +260,18 @@ def stored_files(files: Mapping[str, Path]) -> list[SubmittedFile]:
 
 
 def save_learner_result(gradebook: Gradebook, assignment: str, learner: Learner, result: r.LearnerResult, *,
-                        submitted_at: datetime | None = None, attempt: int = 0, chosen_because: str = "") -> None:
+                        attempt: int = 0, chosen_because: str = "") -> None:
     """One graded learner, all or nothing: the submission (its files hashed) and every result.
 
-    ``learner.key`` must be its stored key (``assign_stored_keys``) and equal ``result.key``.
+    ``learner.key`` must be its stored key (``assign_stored_keys``) and equal ``result.key``; the
+    submission's time and its source are the learner's (``submitted_at``, ``submitted_from``).
     """
     if learner.key != result.key:
         raise StoreError(f"the result of {result.key!r} was given for the learner {learner.key!r}; give each "
                          "learner its own result")
     files = stored_files(learner.files)  # hashed before the transaction: no lock held while reading files
     with gradebook.transaction():
-        record_submission(gradebook, assignment, learner.key, files, submitted_at=submitted_at,
-                          lms_late=learner.late, attempt=attempt, chosen_because=chosen_because, notes=learner.notes)
+        record_submission(gradebook, assignment, learner.key, files, submitted_at=learner.submitted_at,
+                          submitted_from=learner.submitted_from, lms_late=learner.late, attempt=attempt,
+                          chosen_because=chosen_because, notes=learner.notes)
         record_result(gradebook, assignment, result)

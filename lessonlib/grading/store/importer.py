@@ -19,9 +19,9 @@ from pathlib import Path
 
 from lessonlib.grading import records as r
 from lessonlib.grading.files import read_json
-from lessonlib.grading.manual import MANUAL_FILE, ManualError, read_manual
 from lessonlib.grading.store import assignments, learners, marks
 from lessonlib.grading.store.database import Gradebook, StoreError
+from lessonlib.grading.store.manual import MANUAL_FILE, ManualError, read_manual
 
 
 @dataclass

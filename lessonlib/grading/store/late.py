@@ -82,10 +82,13 @@ def _pts(x: float) -> str:
 
 def late_adjusted(total: float, max_points: float, policy: LatePolicy, *, due: datetime | None,
                   submitted: datetime | None, extension: datetime | None = None,
-                  lms_late: bool = False) -> LateAdjustment:
-    """The late-adjusted total and a sentence saying how it was computed (see the module docstring)."""
+                  lms_late: bool = False, source: str = "") -> LateAdjustment:
+    """The late-adjusted total and a sentence saying how it was computed (see the module docstring);
+    ``source`` names where the submission time comes from ("the zip entry of the LMS download")."""
     due_at = extension or due
-    moved = " (the extended due date)" if extension else ""
+    said = (["the due date of the learner's extension"] if extension else []) + (
+        [f"time from {source}: {submitted.isoformat(timespec='minutes')}"] if source and submitted else [])
+    moved = f" ({'; '.join(said)})" if said else ""
 
     def result(points: float, days: int | None, sentence: str) -> LateAdjustment:
         return LateAdjustment(round(points, 4), total, round(total - points, 4), days, due_at, sentence)

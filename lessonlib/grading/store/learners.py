@@ -18,8 +18,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lessonlib.grading.lms.submissions import Learner, safe_key
 from lessonlib.grading.store.database import Gradebook, StoreError, now
-from lessonlib.grading.submissions import Learner, safe_key
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from lessonlib.grading import records as r
+from lessonlib.grading.lms.times import describe_source
 from lessonlib.grading.store.assignments import get_assignment
 from lessonlib.grading.store.database import Gradebook, StoreError, now
 from lessonlib.grading.store.late import LateAdjustment, late_adjusted
@@ -53,6 +54,7 @@ class LearnerSheet:
     submitted: bool
     lms_late: bool
     submitted_at: datetime | None
+    submitted_from: str  # where submitted_at comes from (schema.SUBMISSION_TIME_SOURCES; "" unknown)
     exercises: tuple[ExerciseScore, ...]
     late: LateAdjustment | None  # None without a submission
 
@@ -106,7 +108,8 @@ def assignment_sheet(gradebook: Gradebook, assignment: str, *, every_learner: bo
     info = get_assignment(gradebook, assignment)
     join = "LEFT JOIN" if every_learner else "JOIN"
     rows = gradebook.conn.execute(
-        f"SELECT l.id, l.key, l.name, l.lms_id, s.id AS sid, s.submitted_at, s.lms_late, e.due_at AS extended "
+        f"SELECT l.id, l.key, l.name, l.lms_id, s.id AS sid, s.submitted_at, s.submitted_from, s.lms_late, "
+        f"e.due_at AS extended "
         f"FROM learners l {join} submissions s ON s.learner_id = l.id AND s.assignment_id = ? "
         f"LEFT JOIN extensions e ON e.learner_id = l.id AND e.assignment_id = ? "
         f"ORDER BY l.key COLLATE NOCASE", (info.id, info.id))
@@ -120,9 +123,10 @@ def assignment_sheet(gradebook: Gradebook, assignment: str, *, every_learner: bo
             extension = datetime.fromisoformat(row["extended"]) if row["extended"] else None
             points = round(sum(e.points or 0.0 for e in exercises), 4)
             late = late_adjusted(points, round(sum(e.max_points for e in exercises), 4), info.policy,
-                                 due=info.due_at, submitted=when, extension=extension, lms_late=bool(row["lms_late"]))
+                                 due=info.due_at, submitted=when, extension=extension, lms_late=bool(row["lms_late"]),
+                                 source=describe_source(row["submitted_from"] or ""))
         sheets.append(LearnerSheet(row["key"], row["name"], row["lms_id"], submitted, bool(row["lms_late"]), when,
-                                   exercises, late))
+                                   row["submitted_from"] or "", exercises, late))
     return sheets
 
 

@@ -5,8 +5,8 @@ Tables (every time is ISO 8601 in UTC, ``2026-03-01T17:00:00+00:00``; every JSON
     meta              name, value                       the format version ("format") and when it was made
     learners          identity, key, base_key, disambiguation, name, lms_id, created_at, created_by
     assignments       name, notebooks (JSON), seed, due_at, late_policy, penalty_per_day, late_floor, lms_points
-    submissions       assignment, learner, submitted_at, lms_late, attempt, chosen_because, fingerprint,
-                      isolation, graded_at, seconds, notes (JSON)
+    submissions       assignment, learner, submitted_at, submitted_from, lms_late, attempt, chosen_because,
+                      fingerprint, isolation, graded_at, seconds, notes (JSON)
     submission_files  submission, notebook, file_name, sha256, size
     results           assignment, learner, exercise, notebook, position, kind, status, points, max_points,
                       diagnoses (JSON names), detail (JSON: the ExerciseGrade as graded)
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from lessonlib.grading.store.errors import GradebookError
 
-FORMAT = 1  # bump with every change to DDL, and add the step from the previous format to MIGRATIONS
+FORMAT = 2  # bump with every change to DDL, and add the step from the previous format to MIGRATIONS
 
 DDL = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,6 +71,7 @@ CREATE TABLE submissions (
     assignment_id INTEGER NOT NULL REFERENCES assignments(id),
     learner_id INTEGER NOT NULL REFERENCES learners(id),
     submitted_at TEXT,                           -- when the LMS received it, when known
+    submitted_from TEXT NOT NULL DEFAULT '',     -- where that time comes from (SUBMISSION_TIME_SOURCES)
     lms_late INTEGER NOT NULL DEFAULT 0,         -- the LMS marked it late
     attempt INTEGER NOT NULL DEFAULT 0,          -- which resubmission was taken (Canvas's -N; 0 the first)
     chosen_because TEXT NOT NULL DEFAULT '',     -- why that one
@@ -171,9 +172,20 @@ class StoreFormatError(GradebookError, RuntimeError):
     """The file is not a gradebook this version of lessonlib can read (the message says what to do)."""
 
 
+# Where a submission's time can come from, as ``submissions.submitted_from`` records it (empty: unknown).
+SUBMISSION_TIME_SOURCES = ("moodle_worksheet", "zip_entry", "file_mtime")
+
+
+def _add_submitted_from(conn: sqlite3.Connection) -> None:
+    """Format 1 to 2: where each submission's time came from (existing rows: unknown)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(submissions)")}
+    if "submitted_from" not in columns:
+        conn.execute("ALTER TABLE submissions ADD COLUMN submitted_from TEXT NOT NULL DEFAULT ''")
+
+
 # MIGRATIONS[n] upgrades a gradebook of format n to format n + 1, inside one transaction.
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: dict[int, Migration] = {}
+MIGRATIONS: dict[int, Migration] = {1: _add_submitted_from}
 
 
 def create(conn: sqlite3.Connection, now: str) -> None:

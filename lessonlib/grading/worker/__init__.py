@@ -12,7 +12,7 @@ worker kills everything it started and exits.
 
 It imports the standard library and NumPy only, and loads two files by path before any learner
 code runs: ``exercises/runner.py`` (call an answer on one case, reduce what came back to plain
-data) and ``grading/wire.py`` (the format of what goes back). It never imports ``lessonlib``:
+data) and ``grading/isolation/wire.py`` (the format of what goes back). It never imports ``lessonlib``:
 learner code that does gets a stand-in whose functions refuse to run and are recorded.
 
 The job comes on stdin: first its secret part (probe descriptions and hidden cases, a JSON frame

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import errno
 import signal
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from lessonlib.exercises import (
@@ -24,109 +23,14 @@ from lessonlib.exercises import (
     CheckResult,
     Exercise,
     Outcome,
-    Value,
     judge,
 )
 from lessonlib.exercises.runner import RAISED
 from lessonlib.grading import records as r
-from lessonlib.grading import wire
-from lessonlib.grading.sandbox import Limits, read_records
-from lessonlib.grading.submissions import ExercisePlan, ManualAnswer
-
-
-@dataclass
-class TaskResult:
-    """What the worker reported for one exercise: the process's fate and the frames it sent."""
-
-    fate: dict[str, Any] | None = None  # None: the exercise started but never finished
-    cells: list[dict[str, Any]] | None = None
-    defined: bool = False
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
-    lessonlib: set[str] = field(default_factory=set)
-    printed: int = 0
-    done: bool = False
-    broken: str | None = None  # the frames did not follow the format
-    setup_error: str | None = None  # the worker could not prepare the process (not the learner's doing)
-    hidden: TaskResult | None = None  # the child that ran the hidden cases: read for statuses, never quoted
-
-
-def _text(x: Any, limit: int = 2000) -> str:
-    return str(x)[:limit]
-
-
-@dataclass
-class WorkerReport:
-    """What one run of a worker sent: finished tasks' results, started tasks, its fatal error if any."""
-
-    results: dict[str, TaskResult] = field(default_factory=dict)
-    started: dict[str, dict[str, Any]] = field(default_factory=dict)  # key: {"solo": ..., "level": ...}
-    fatal: str | None = None
-
-    def in_flight(self) -> dict[str, dict[str, Any]]:
-        """Tasks that started and never finished: the worker (or the grading process) died meanwhile."""
-        return {key: marker for key, marker in self.started.items() if key not in self.results}
-
-
-def read_results(job_dir: Path, limits: Limits, *, frames: bool = True) -> WorkerReport:
-    """Read the worker's output once, without trusting anything in it, into per-task results
-    (``frames=False``: which tasks started and finished only)."""
-    report = WorkerReport()
-    for header, parts in read_records(job_dir, limits, frames=frames):
-        kind, key = header.get("kind"), _text(header.get("key", ""), 200)
-        if kind == "fatal":
-            report.fatal = _text(header.get("error"), 500)
-        elif kind == "started" and key:
-            report.started[key] = {"solo": header.get("solo") is True, "level": _text(header.get("level"), 20)}
-        elif kind == "result" and key:
-            public, hidden = parts or [([], None), ([], None)]
-            task = report.results[key] = _child(header.get("fate"), *public)
-            if isinstance(header.get("hidden_fate"), dict):  # its own frames and fate only, never the public one's
-                task.hidden = _child(header["hidden_fate"], *hidden)
-    return report
-
-
-def _child(fate: Any, frames: list[Any], problem: str | None) -> TaskResult:
-    """One child's result: how it ended (the zygote's account) and the frames it sent, in order."""
-    task = TaskResult(fate=dict(fate) if isinstance(fate, dict) else {}, broken=problem)
-    try:
-        i = 0
-        while i < len(frames):
-            frame, i = frames[i], i + 1
-            if not isinstance(frame, dict):
-                raise wire.WireError("an array where a description was expected")
-            kind = frame.get("kind")
-            if kind == "cells" and isinstance(frame.get("cells"), list):
-                task.cells = [c for c in frame["cells"] if isinstance(c, dict)]
-                for c in task.cells:
-                    task.lessonlib.update(_names(c.get("lessonlib")))
-                task.defined = frame.get("defined") is True
-                task.printed = int(frame.get("printed") or 0)
-            elif kind == "case":
-                count = frame.get("arrays")
-                if not isinstance(count, int) or count < 0 or i + count > len(frames):
-                    raise wire.WireError("a case that refers to missing arrays")
-                arrays, i = frames[i:i + count], i + count
-                if not all(hasattr(a, "dtype") for a in arrays):
-                    raise wire.WireError("a description where an array was expected")
-                task.outcomes[_text(frame.get("id"), 100)] = wire.decode_outcome(frame.get("outcome"), arrays,
-                                                                                  Outcome, Value)
-                task.lessonlib.update(_names(frame.get("lessonlib")))
-                task.printed += int(frame.get("printed") or 0)
-            elif kind == "done":
-                task.done = True
-            elif kind == "setup_failed":
-                task.setup_error = _text(frame.get("error"), 500)
-            else:
-                raise wire.WireError(f"an unknown frame {_text(kind, 40)!r}")
-    except (wire.WireError, KeyError, TypeError, ValueError) as exc:
-        task.broken = _text(exc)
-    return task
-
-
-def _names(names: Any) -> set[str]:
-    """The stand-in lessonlib functions a frame says were called."""
-    return {_text(n, 200) for n in names if isinstance(n, str)} if isinstance(names, list) else set()
-
+from lessonlib.grading.isolation import wire
+from lessonlib.grading.isolation.sandbox import Limits
+from lessonlib.grading.run.plans import ExercisePlan, ManualAnswer
+from lessonlib.grading.run.results import TaskResult, clip
 
 # --- why a process ended ---------------------------------------------------------------------------
 
@@ -271,8 +175,8 @@ def _cell_notes(task: TaskResult) -> list[str]:
     notes = []
     for cell in task.cells or []:
         if cell.get("label") != "answer" and cell.get("raised"):
-            notes.append(f"Running the definitions of {_text(cell.get('label'), 40)} raised "
-                         f"{_text(cell.get('raised'), 300)}.")
+            notes.append(f"Running the definitions of {clip(cell.get('label'), 40)} raised "
+                         f"{clip(cell.get('raised'), 300)}.")
     if task.printed > 100_000:
         notes.append(f"The answer printed {task.printed:,} characters; the grader discards printed output.")
     return notes
@@ -297,7 +201,7 @@ def assess(exercise: Exercise, plan: ExercisePlan, cases: list[Case], task: Task
     notes += _cell_notes(task)
     ended = _fate(task, limits)
     answer = next((c for c in task.cells or [] if c.get("label") == "answer"), None)
-    raised = _text(answer.get("raised")) if answer and answer.get("raised") else None
+    raised = clip(answer.get("raised")) if answer and answer.get("raised") else None
     if task.cells is None:  # the process ended while the cells ran
         status, what = ended or (r.CRASHED, "no report came back")
         return _grade(plan, exercise, status, f"Stopped while the answer cell ran: {what}.", notes=notes)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import lessonlib
-from lessonlib.grading.sandbox import project_root
+from lessonlib.grading.isolation.sandbox import project_root
 
 
 class WheelError(RuntimeError):

@@ -14,7 +14,18 @@ import html
 from collections.abc import Sequence
 
 from lessonlib.grading import records as r
-from lessonlib.grading.feedback import Block, Box, Bullets, Heading, Item, Para, Quote, Spans, Table, feedback_blocks
+from lessonlib.grading.reports.feedback import (
+    Block,
+    Box,
+    Bullets,
+    Heading,
+    Item,
+    Para,
+    Quote,
+    Spans,
+    Table,
+    feedback_blocks,
+)
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'none'; base-uri 'none'"
 BODY = ("font-family: system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; font-size: 16px; line-height: 1.5; "

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_bytes
-from lessonlib.grading.lms import CANVAS_FILE, MOODLE_FILE
+from lessonlib.grading.lms.downloads import CANVAS_FILE, MOODLE_FILE
 
 MOODLE_ZIP = "moodle-feedback-files.zip"
 CANVAS_ZIP = "canvas-reupload.zip"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from lessonlib.exercises.results import HIDDEN_ONLY, hidden_line
 from lessonlib.grading import records as r
-from lessonlib.grading.safe_text import markdown_block, markdown_code, markdown_inline
+from lessonlib.grading.reports.safe_text import markdown_block, markdown_code, markdown_inline
 
 MAX_CASES = 4  # failed cases shown per exercise
 SUMMARY_MARK = "Automatic grading:"  # how the Feedback comments summary begins (and is found again)

@@ -23,14 +23,16 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import tzinfo
 from pathlib import Path
 
 from lessonlib.grading import records as r
 from lessonlib.grading import store
 from lessonlib.grading.files import read_json
-from lessonlib.grading.manual import MANUAL_FILE, Mark, read_manual
-from lessonlib.grading.roster import Roster, mark_late
-from lessonlib.grading.submissions import Learner
+from lessonlib.grading.lms.roster import Roster, mark_late
+from lessonlib.grading.lms.submissions import Learner
+from lessonlib.grading.lms.times import stamp_worksheet_times
+from lessonlib.grading.store.manual import MANUAL_FILE, Mark, read_manual
 
 GRADEBOOK_FILE = "gradebook.db"
 
@@ -78,25 +80,31 @@ def seed_of(gb: store.Gradebook, out: Path, notebooks: Sequence[str], requested:
     return store.ensure_assignment(gb, assignment_name(out), list(notebooks), seed=requested).seed
 
 
-def rekey(gb: store.Gradebook, roster: Roster | None = None) -> Callable[[list[Learner]], list[Learner]]:
-    """Stored keys for the learners a run found (a key once given never changes or moves), and
-    late where the roster says so (Moodle's Status column; Canvas says it in the file names)."""
+def rekey(gb: store.Gradebook, roster: Roster | None = None,
+          zone: tzinfo | None = None) -> Callable[[list[Learner]], list[Learner]]:
+    """Stored keys for the learners a run found (a key once given never changes or moves), late
+    where the roster says so (Moodle's Status column; Canvas says it in the file names), and the
+    submission time of Moodle's worksheet where it has one (read in ``zone``)."""
     def keyed(learners: list[Learner]) -> list[Learner]:
         learners = store.assign_stored_keys(gb, learners)
         if roster is not None:
             mark_late(learners, roster)
+            stamp_worksheet_times(learners, roster.submission_times(zone))
         return learners
     return keyed
 
 
 def saver(gb: store.Gradebook, out: Path) -> Callable[[r.LearnerResult, Learner], None]:
     """Saves one learner's result, with its submission, in one transaction; a result the gradebook
-    already holds (the same fingerprint: the same files and seed) is not written again."""
+    already holds (the same fingerprint: the same files and seed) is not written again, but its
+    submission time is updated when the run knows it otherwise (Moodle's worksheet, given later)."""
     name = assignment_name(out)
 
     def save(result: r.LearnerResult, learner: Learner) -> None:
         if not result.fingerprint or store.saved_fingerprint(gb, name, result.key) != result.fingerprint:
             store.save_learner_result(gb, name, learner, result)
+        elif learner.submitted_at is not None:  # the same files: a better-sourced time may have come
+            store.update_submission_time(gb, name, learner.key, learner.submitted_at, learner.submitted_from)
     return save
 
 

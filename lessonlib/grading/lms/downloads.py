@@ -29,10 +29,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from pathlib import Path
 
-from lessonlib.grading.submissions import (
-    CourseNotebook,
+from lessonlib.grading.lms.submissions import (
     Learner,
     add_notebook,
     assign_keys,
@@ -44,7 +44,9 @@ from lessonlib.grading.submissions import (
     skipped_note,
     unrecognised,
 )
-from lessonlib.grading.unzip import DownloadError, unpack
+from lessonlib.grading.lms.times import stamp_file_times
+from lessonlib.grading.lms.unzip import DownloadError, unpack
+from lessonlib.grading.run.notebooks import CourseNotebook
 
 CANVAS_FILE = re.compile(r"^(?P<name>[^_]+)(?P<late>_LATE)?_(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?$")
@@ -207,8 +209,10 @@ def _read_moodle(folder: Path, courses: Sequence[CourseNotebook], entries: dict[
         _attribute(entries, f"moodle:{match['id']}", match["name"], path, match["file"], courses)
 
 
-def _unzipped(paths: Sequence[Path], unpack_to: Path | None) -> list[Path]:
-    """The SUBMISSION arguments with every ``.zip`` replaced by the folder it is unpacked into."""
+def _unzipped(paths: Sequence[Path], unpack_to: Path | None, zone: tzinfo | None,
+              unpacked: list[Path]) -> list[Path]:
+    """The SUBMISSION arguments with every ``.zip`` replaced by the folder it is unpacked into (also
+    added to ``unpacked``); the entries' times are read in ``zone``."""
     result = []
     for n, path in enumerate(paths):
         if not (path.suffix.lower() == ".zip" and path.is_file() and not path.is_symlink()):
@@ -217,18 +221,22 @@ def _unzipped(paths: Sequence[Path], unpack_to: Path | None) -> list[Path]:
         if unpack_to is None:
             raise DownloadError(f"{path} is a zip file: unzip it first (unzip {path.name} -d {path.stem}) and pass "
                                 "the folder")
-        result.append(unpack(path, Path(unpack_to) / f"{n}-{path.stem}"))
+        folder = unpack(path, Path(unpack_to) / f"{n}-{path.stem}", zone=zone)
+        unpacked.append(folder)
+        result.append(folder)
     return result
 
 
 def find_learners(paths: Sequence[Path], courses: Sequence[CourseNotebook], *,
-                  unpack_to: Path | None = None) -> Found:
+                  unpack_to: Path | None = None, zone: tzinfo | None = None) -> Found:
     """Learners from the SUBMISSION arguments: LMS downloads by id, other folders and files as before.
 
     A ``.zip`` among them is unpacked into a fresh folder under ``unpack_to`` (refused without one:
-    DownloadError, whose message says what to do).
+    DownloadError, whose message says what to do). Each learner gets a submission time: the zip
+    entries' (read in ``zone``, None: local time) or the files' modification time (see ``times``).
     """
-    paths = _unzipped(paths, unpack_to)
+    unpacked: list[Path] = []
+    paths = _unzipped(paths, unpack_to, zone, unpacked)
     entries: dict[str, _Entry] = {}
     unattributed: list[Unattributed] = []
     layouts: dict[str, str] = {}
@@ -258,4 +266,5 @@ def find_learners(paths: Sequence[Path], courses: Sequence[CourseNotebook], *,
     learners += settled
     for learner in learners:
         learner.lms_id = learner.lms_id.split(":", 1)[-1]
+    stamp_file_times(learners, unpacked)
     return Found(assign_keys(learners), unattributed, layouts)

@@ -23,18 +23,18 @@ from typing import Any
 
 from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
 from lessonlib.grading import records as r
-from lessonlib.grading.class_report import write_class_report
-from lessonlib.grading.feedback import feedback_blocks, to_markdown
-from lessonlib.grading.feedback_html import feedback_html
 from lessonlib.grading.files import atomic_write_json, atomic_write_text
-from lessonlib.grading.lms import Unattributed
-from lessonlib.grading.manual import Mark, apply_marks, write_manual
+from lessonlib.grading.isolation.sandbox import Isolation, Limits
+from lessonlib.grading.lms.downloads import Unattributed
+from lessonlib.grading.lms.roster import Matched, Roster, match, write_lms_import
+from lessonlib.grading.lms.submissions import safe_key
+from lessonlib.grading.lms.uploads import write_uploads
+from lessonlib.grading.reports.class_report import write_class_report
+from lessonlib.grading.reports.feedback import feedback_blocks, to_markdown
+from lessonlib.grading.reports.feedback_html import feedback_html
 from lessonlib.grading.reports.marking import write_marking_pages
-from lessonlib.grading.roster import Matched, Roster, match, write_lms_import
-from lessonlib.grading.safe_text import csv_row
-from lessonlib.grading.sandbox import Isolation, Limits
-from lessonlib.grading.submissions import safe_key
-from lessonlib.grading.uploads import write_uploads
+from lessonlib.grading.reports.safe_text import csv_row
+from lessonlib.grading.store.manual import Mark, apply_marks, write_manual
 
 GRADES_COLUMNS = ("learner", "name", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
 SUMMARY_COLUMNS = ("learner", "name", "points", "max_points", "percent", "manual_pending", "passed", "exercises",
@@ -70,7 +70,8 @@ def summary_rows(results: Sequence[r.LearnerResult], *, not_in_roster: Sequence[
         auto = [g for g in res.exercises if g.kind == "auto"]
         percent = 100 * res.points / res.max_points if res.max_points else 0.0
         flagged = "; ".join(f"{g.exercise}: {g.status}" for g in res.flagged)
-        notes = (["late"] if res.late else []) + ([NOT_IN_ROSTER] if res.key in not_in_roster else [])
+        notes = ((["late"] if res.late or res.late_deducted else []) + ([res.late_note] if res.late_note else [])
+                 + ([NOT_IN_ROSTER] if res.key in not_in_roster else []))
         passed = sum(g.status == r.PASSED for g in auto)
         rows.append([res.key, res.learner, _num(res.points), _num(res.max_points), f"{percent:.1f}",
                      _num(res.manual_pending), str(passed), str(len(auto)), flagged, res.isolation, res.lms_id,
@@ -117,7 +118,7 @@ def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, lim
     }
 
 
-def _roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster) -> list[r.LearnerResult]:
+def roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster) -> list[r.LearnerResult]:
     """Each matched learner under the roster's name (their key stays), so every file names them alike;
     late when the roster says so (Moodle's Status column)."""
     names = {res.key: roster.learner_name(row).strip() for row, res in matched.pairs if res is not None}
@@ -173,7 +174,7 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         path, written.warnings = write_lms_import(out, roster, matched, max_points, absent_zero=absent_zero,
                                                   partial=partial_grades)
         written.paths.append(path)
-        graded = _roster_names(graded, matched, roster)
+        graded = roster_names(graded, matched, roster)
         summary = [[_missing_key(roster, row), roster.learner_name(row), "0", _num(max_points), "0.0", "", "0", "",
                     "", "", roster.learner_id(row), MISSING] for row in matched.missing]
         roster_info = {"file": str(roster.path), "kind": roster.kind, "column": roster.column,

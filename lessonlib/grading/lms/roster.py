@@ -53,12 +53,12 @@ import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
 from pathlib import Path
 
 from lessonlib.grading import records as r
-from lessonlib.grading.feedback import SUMMARY_MARK, summary_text
 from lessonlib.grading.files import atomic_write_text
-from lessonlib.grading.lms_locale import (
+from lessonlib.grading.lms.localized import (
     MOODLE_HEADERS,
     MOODLE_REQUIRED,
     decimal_of,
@@ -69,8 +69,10 @@ from lessonlib.grading.lms_locale import (
     parse_number,
     sniff_delimiter,
 )
-from lessonlib.grading.safe_text import csv_row, csv_value
-from lessonlib.grading.submissions import Learner
+from lessonlib.grading.lms.submissions import Learner
+from lessonlib.grading.lms.times import parse_moodle_time
+from lessonlib.grading.reports.feedback import SUMMARY_MARK, summary_text
+from lessonlib.grading.reports.safe_text import csv_row, csv_value
 
 LMS_IMPORT = "lms-import.csv"
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
@@ -125,6 +127,18 @@ class Roster:
     def is_late(self, row: dict[str, str]) -> bool:
         """Moodle's Status column says the submission came in late ("... 2 days 3 hours late")."""
         return self.kind == "moodle" and is_late(row.get(self.col("status")) or "")
+
+    def submission_times(self, zone: tzinfo | None = None) -> dict[str, datetime]:
+        """Moodle: each learner's "Last modified (submission)" by LMS id, read in ``zone`` (None: local
+        time); a cell of "-" or in a form not known is left out."""
+        if self.kind != "moodle" or "modified_submission" not in self.columns:
+            return {}
+        times = {}
+        for row in self.rows:
+            when = parse_moodle_time(row.get(self.col("modified_submission")) or "", zone)
+            if when is not None and self.learner_id(row):
+                times[self.learner_id(row)] = when
+        return times
 
     def late_ids(self) -> set[str]:
         """The LMS ids of the learners whose submission the roster marks late."""

@@ -22,6 +22,7 @@ import shutil
 import stat
 import time
 import zipfile
+from datetime import datetime, tzinfo
 from pathlib import Path, PurePosixPath
 
 MAX_UNPACKED_BYTES = 2 * 2**30  # a course of 150 learners hands in a few hundred MB at most
@@ -45,8 +46,19 @@ def _is_link(info: zipfile.ZipInfo) -> bool:
     return stat.S_ISLNK(info.external_attr >> 16)
 
 
-def unpack(archive: Path, destination: Path) -> Path:
-    """Unpack ``archive`` into ``destination`` (emptied first) and return it; DownloadError if refused."""
+def entry_time(date_time: tuple[int, int, int, int, int, int], zone: tzinfo | None = None) -> float:
+    """A zip entry's date and time (local time, no zone recorded) as a POSIX time, read in ``zone``
+    (None: this machine's local time)."""
+    if zone is None:
+        return time.mktime((*date_time, 0, 0, -1))
+    return datetime(*date_time, tzinfo=zone).timestamp()
+
+
+def unpack(archive: Path, destination: Path, *, zone: tzinfo | None = None) -> Path:
+    """Unpack ``archive`` into ``destination`` (emptied first) and return it; DownloadError if refused.
+
+    Each file's modification time is its entry's time, read in ``zone`` (None: this machine's
+    local time): a zip entry records a local date and time without a zone."""
     archive = Path(archive)
     try:
         with zipfile.ZipFile(archive) as zf:
@@ -84,7 +96,7 @@ def unpack(archive: Path, destination: Path) -> Path:
                             raise DownloadError(f"{archive}: the entry {info.filename!r} unpacks to more than it "
                                                 "declares (a zip bomb?); the zip is refused")
                         sink.write(chunk)
-                when = time.mktime((*info.date_time, 0, 0, -1))  # the file's own time: "the newest file" rule
+                when = entry_time(info.date_time, zone)  # the file's own time: "the newest file" rule
                 os.utime(target, (when, when))
     except DownloadError:
         shutil.rmtree(destination, ignore_errors=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_text
 from lessonlib.grading.reports import marking
-from lessonlib.grading.safe_text import csv_row, csv_value
+from lessonlib.grading.reports.safe_text import csv_row, csv_value
 
 MANUAL_FILE = "manual.csv"
 MANUAL_COLUMNS = ("learner", "name", "lms_id", "notebook", "exercise", "rubric", "points", "max_points", "comment")

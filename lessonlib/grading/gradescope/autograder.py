@@ -38,12 +38,14 @@ from typing import Any
 from lessonlib.exercises import EXERCISES
 from lessonlib.exercises.results import hidden_line
 from lessonlib.grading import records as r
-from lessonlib.grading.batch import GradeSettings, GradingError, grade, new_seed
-from lessonlib.grading.feedback import Para, exercise_blocks, markdown_lines, spans
 from lessonlib.grading.files import atomic_write_bytes, atomic_write_json
+from lessonlib.grading.gradescope.wheel import WheelError, build_wheel
 from lessonlib.grading.reports import marking
-from lessonlib.grading.submissions import assignment_courses
-from lessonlib.grading.wheel import WheelError, build_wheel
+from lessonlib.grading.reports.feedback import Para, exercise_blocks, markdown_lines, spans
+from lessonlib.grading.run.batch import GradeSettings, grade
+from lessonlib.grading.run.errors import GradingError
+from lessonlib.grading.run.notebooks import assignment_courses
+from lessonlib.grading.run.resume import new_seed
 
 SETTINGS = "assignment.json"  # in the zip's root, so /autograder/source/assignment.json
 # Gradescope's visibilities for the hidden part of each exercise (the public part is always visible).

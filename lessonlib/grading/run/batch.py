@@ -5,9 +5,9 @@ Output folder layout::
     DIR/grades.csv, summary.csv, grades.json, feedback/<learner>.md   written at the end
     DIR/learners/<learner>.json      one learner's result, written (atomically) when known
     DIR/.grading/state.json          the seed of the hidden cases and the settings
-    DIR/.grading/trial/              the trial sandbox's job (no learner's: see sandbox.choose_isolation)
+    DIR/.grading/trial/              the trial sandbox's job (no learner's: see probe.choose_isolation)
     DIR/.grading/work/<learner>/     a learner's job while it runs: job.bin (the worker's stdin),
-                                     worker.out (its stdout: records, read once by assess.read_results)
+                                     worker.out (its stdout: records, read once by results.read_results)
 
 Resuming: a learner whose result is saved (for the same files and seed) is not graded again.
 Before each exercise runs, the worker sends a ``started`` record; one without a result, found in
@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-import secrets
 import shutil
 import subprocess
 import threading
@@ -32,37 +31,29 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any
 
-from lessonlib.exercises import EXERCISES, Case, runner
-from lessonlib.grading import cgroups, sandbox, wire
+from lessonlib.exercises import EXERCISES, Case
 from lessonlib.grading import records as r
-from lessonlib.grading.assess import TaskResult, assess, manual_grade, read_results
 from lessonlib.grading.files import atomic_write_json, read_json
-from lessonlib.grading.lms import DownloadError, Unattributed, find_learners
-from lessonlib.grading.submissions import (
-    MAX_NOTEBOOK_BYTES,
+from lessonlib.grading.isolation import cgroups, probe, sandbox, workers
+from lessonlib.grading.lms.downloads import DownloadError, Unattributed, find_learners
+from lessonlib.grading.lms.submissions import Learner
+from lessonlib.grading.lms.times import zone_of
+from lessonlib.grading.run import jobs, resume
+from lessonlib.grading.run.assess import assess, manual_grade
+from lessonlib.grading.run.errors import GradingError, Interrupted
+from lessonlib.grading.run.notebooks import (
     CourseNotebook,
-    ExercisePlan,
-    Learner,
     assignment_courses,
     course_notebooks,
-    plan_notebook,
     read_notebook,
     unassigned_note,
 )
-
-FORMAT = 3  # bump when a saved result would no longer be valid
-
-
-class GradingError(RuntimeError):
-    """The batch cannot run (bad arguments, no isolation, a seed that differs from DIR's)."""
-
-
-class Interrupted(Exception):
-    """The instructor stopped the batch; what was running is not blamed on anyone."""
+from lessonlib.grading.run.plans import ExercisePlan, plan_notebook
+from lessonlib.grading.run.results import TaskResult, read_results
 
 
 @dataclass(frozen=True)
@@ -76,6 +67,11 @@ class GradeSettings:
     seed: int | None = None
     isolation: str = "auto"
     notebooks: tuple[str, ...] = ()  # the assignment: course notebook file names to grade; empty, all of them
+    timezone: str | None = None  # the zone of the LMS's local times (zip entries, the worksheet); None: local
+
+    def zone(self) -> tzinfo | None:
+        """The time zone ``timezone`` names (ValueError, saying what to give, for an unknown name)."""
+        return zone_of(self.timezone)
 
     def limits(self) -> sandbox.Limits:
         return sandbox.Limits(cpu_seconds=self.timeout, memory_mb=self.memory_mb)
@@ -119,7 +115,7 @@ class _Batch:
     protected: list[Path] = field(default_factory=list)
     isolation: sandbox.Isolation | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
-    running: dict[str, sandbox.Worker] = field(default_factory=dict)
+    running: dict[str, workers.Worker] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     containment: cgroups.Plan = field(default_factory=cgroups.Plan)  # a control group per worker, if any
     numbers: itertools.count = field(default_factory=lambda: itertools.count(1))  # names the groups
@@ -128,181 +124,12 @@ class _Batch:
 # --- set-up --------------------------------------------------------------------------------------
 
 
-def new_seed() -> int:
-    """A fresh secret seed for an assignment's hidden cases: 63 bits from the operating system's
-    random source, so nothing public (notebook names, dates, the package) predicts it."""
-    return int.from_bytes(os.urandom(8), "big") >> 1
-
-
-def _resolve_seed(state: Path, requested: int | None, notebooks: list[str]) -> int:
-    """The folder's seed: the one it was graded with, else ``requested``, else a new secret one.
-
-    The seed is drawn once, when the assignment is first graded, and kept in ``state.json`` (a
-    folder only the grading user may enter); every later run reuses it, so the same notebook keeps
-    the same points. It is never printed. A folder holds one assignment: grading other notebooks
-    into it is refused, since its saved results, seed and totals belong to the first.
-    """
-    saved = read_json(state / "state.json") or {}
-    if "notebooks" in saved and saved["notebooks"] != notebooks:
-        raise GradingError(
-            f"this output folder holds the grades of another assignment ({', '.join(saved['notebooks'])}); "
-            f"grade {', '.join(notebooks)} into a new --out folder"
-        )
-    if requested is not None and "seed" in saved and int(saved["seed"]) != requested:
-        raise GradingError(
-            "this output folder was graded with another --seed; resume without --seed (the folder keeps its "
-            "own), or grade into a new folder"
-        )
-    seed = requested if requested is not None else int(saved["seed"]) if "seed" in saved else new_seed()
-    atomic_write_json(state / "state.json", {**saved, "seed": seed, "notebooks": notebooks, "format": FORMAT},
-                      mode=0o600)
-    return seed
-
-
-def _fingerprint(learner: Learner, courses: Sequence[CourseNotebook], seed_digest: str) -> str:
-    """What the saved result was graded from: the format, the seed and each notebook's bytes.
-
-    A file larger than a notebook may be is fingerprinted by its size and time, never read (it is
-    refused when planned); the others are hashed in chunks, so memory stays small whatever the size.
-    """
-    h = hashlib.sha256(f"{FORMAT}:{seed_digest}".encode())
-    for course in courses:
-        path = learner.files.get(course.name)
-        h.update(course.name.encode())
-        if path is None:
-            h.update(b"<missing>")
-            continue
-        try:
-            with open(path, "rb") as f:
-                info = os.fstat(f.fileno())
-                if info.st_size > MAX_NOTEBOOK_BYTES:
-                    h.update(f"<too large: {info.st_size} {info.st_mtime_ns}>".encode())
-                    continue
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-        except OSError:
-            h.update(b"<unreadable>")
-    return h.hexdigest()
-
-
-def _saved_result(batch: _Batch, learner: Learner, fingerprint: str) -> r.LearnerResult | None:
-    data = read_json(batch.saved / f"{learner.key}.json")
-    if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
-        return None
-    try:
-        return r.LearnerResult.from_dict(data)
-    except (TypeError, KeyError, ValueError):
-        return None
-
-
-# --- markers left by a grading process that died -------------------------------------------------
-
-
-def _suspects_path(job_dir: Path) -> Path:
-    return job_dir / "suspects.json"
-
-
-def _load_suspects(job_dir: Path) -> dict[str, str]:
-    data = read_json(_suspects_path(job_dir))
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
-
-
-def _blame(batch: _Batch, finished: set[str]) -> None:
-    """Turn the tasks a dead grading process left running into suspects (see the module docstring)."""
-    if not batch.work.is_dir():
-        return
-    flights: list[tuple[Path, str, bool]] = []
-    jobs = []
-    for job_dir in sorted(p for p in batch.work.iterdir() if p.is_dir()):
-        if job_dir.name in finished:
-            shutil.rmtree(job_dir, ignore_errors=True)
-            continue
-        jobs.append(job_dir)
-        running = read_results(job_dir, batch.limits, frames=False).in_flight()  # sent before the grader died
-        flights += [(job_dir, key, m["solo"]) for key, m in running.items() if m["level"] == "limits"]
-    for job_dir, key, solo in flights:
-        suspects = _load_suspects(job_dir)
-        verdict = "culprit" if solo or len(flights) == 1 else "solo"
-        if suspects.get(key) != "culprit":
-            suspects[key] = verdict
-        atomic_write_json(_suspects_path(job_dir), suspects, mode=0o600)
-    for job_dir in jobs:  # blamed, or forgiven (the sandbox): never counted again
-        _forget_in_flight(job_dir)
-
-
-def _forget_in_flight(job_dir: Path) -> None:
-    """Forget what a job's worker was running (after an interruption by the instructor, nobody is to blame)."""
-    (job_dir / sandbox.OUT_FILE).unlink(missing_ok=True)
-
-
-# --- one learner ------------------------------------------------------------------------------------
-
-
-def _task_key(plan: ExercisePlan) -> str:
-    return f"{plan.notebook.removesuffix('.ipynb')}--{plan.exercise}"
-
-
-def _prepare_job(batch: _Batch, plans: list[ExercisePlan], job_dir: Path,
-                 solo: bool) -> tuple[dict[str, Any], list[bytes], dict[str, Any], list[bytes]]:
-    """The job (public cases; probes as handles) and its secret part (probes, hidden cases) for
-    the worker's stdin: the secret part is read by the worker's keeper alone."""
-    for name in (sandbox.JOB_FILE, sandbox.OUT_FILE, "scratch"):
-        target = job_dir / name
-        if target.is_dir():
-            shutil.rmtree(target, ignore_errors=True)
-        else:
-            target.unlink(missing_ok=True)
-    job_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(job_dir, 0o700)
-    assert batch.isolation is not None
-    level = batch.isolation.level
-    job = sandbox.job_head(level, batch.limits.for_job(sandbox.nproc_base(level, batch.settings.workers)), solo=solo)
-    arrays: list[bytes] = []
-    secret_arrays: list[bytes] = []
-    probes: dict[str, str] = {}
-    public: dict[str, list[dict[str, Any]]] = {}
-    hidden: dict[str, list[dict[str, Any]]] = {}
-    for plan in plans:
-        if plan.exercise not in public:  # the same cases for every task of an exercise
-            cases = batch.cases[plan.exercise]
-            public[plan.exercise] = _encode_cases([c for c in cases if not _is_hidden(c)], arrays, probes)
-            hidden[plan.exercise] = _encode_cases([c for c in cases if _is_hidden(c)], secret_arrays, probes)
-        job["tasks"].append({
-            "key": _task_key(plan), "exercise": plan.exercise,
-            "program": [{"label": s.label, "filename": s.filename, "source": s.source} for s in plan.program],
-            "cases": public[plan.exercise], "hidden": bool(hidden[plan.exercise]),
-            "hidden_memory": any(c["trace_memory"] for c in hidden[plan.exercise]),
-        })
-    secret = sandbox.secret_part(job["limits"], probes, hidden, len(secret_arrays))
-    return job, arrays, secret, secret_arrays
-
-
-def _is_hidden(case: Case) -> bool:
-    return case.hidden
-
-
-def _encode_cases(cases: list[Case], arrays: list[bytes], probes: dict[str, str]) -> list[dict[str, Any]]:
-    """Cases as the worker gets them; a probe becomes a handle, its description goes to ``probes``."""
-    encoded = []
-    for c in cases:
-        args = []
-        for a in c.args:
-            if runner.is_probe(a):
-                handle = runner.probe_handle(runner.probe_fields(a)["kind"], secrets.token_hex(12))
-                probes[handle] = a
-                a = handle
-            args.append(a)
-        encoded.append({"id": c.id, "call": c.call, "trace_memory": c.trace_memory,
-                        "args": wire.encode_args(tuple(args), arrays)})
-    return encoded
-
-
 def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) -> int:
     allowance = 120 + n_tasks * 2 * (batch.limits.wall_seconds + 10)  # each task may be tried twice
     with batch.lock:
         if batch.stopping.is_set():
             raise Interrupted
-        worker = sandbox.start_worker(job_dir, batch.isolation.level, batch.limits, protected=batch.protected,
+        worker = workers.start_worker(job_dir, batch.isolation.level, batch.limits, protected=batch.protected,
                                       plan=batch.containment, number=next(batch.numbers))
         batch.running[learner.key] = worker
     try:
@@ -310,7 +137,7 @@ def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) ->
     except subprocess.TimeoutExpired:
         pass
     finally:
-        sandbox.stop_worker(worker)  # also after a normal end: whatever is left, and the control group
+        workers.stop_worker(worker)  # also after a normal end: whatever is left, and the control group
         with batch.lock:
             batch.running.pop(learner.key, None)
     if batch.stopping.is_set():
@@ -329,16 +156,19 @@ def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_d
                suspects: dict[str, str], solo: bool) -> tuple[dict[str, TaskResult], str]:
     """Run the worker until every task has a result or is blamed; relaunch after a worker dies.
     Returns the results by task key, and why the worker could not run the rest ("" if it did)."""
-    remaining = [p for p in plans if suspects.get(_task_key(p)) != "culprit"]
+    remaining = [p for p in plans if suspects.get(jobs.task_key(p)) != "culprit"]
     results: dict[str, TaskResult] = {}
     job: dict[str, Any] | None = None
     while remaining:
         if job is None:
-            job, arrays, secret, secret_arrays = _prepare_job(batch, remaining, job_dir, solo)
+            assert batch.isolation is not None
+            job, arrays, secret, secret_arrays = jobs.prepare_job(
+                remaining, job_dir, level=batch.isolation.level, limits=batch.limits,
+                worker_count=batch.settings.workers, cases=batch.cases, solo=solo)
         else:  # a relaunch after the worker died: only what is left, in a fresh sandbox
-            job["tasks"] = [t for t in job["tasks"] if t["key"] in {_task_key(p) for p in remaining}]
+            job["tasks"] = [t for t in job["tasks"] if t["key"] in {jobs.task_key(p) for p in remaining}]
         # it holds every case's inputs: 0600, not for learner code
-        sandbox.write_job(job_dir, job, arrays, secrets=secret, secret_arrays=secret_arrays)
+        workers.write_job(job_dir, job, arrays, secrets=secret, secret_arrays=secret_arrays)
         code = _run_worker(batch, learner, job_dir, len(remaining))
         report = read_results(job_dir, batch.limits)
         if batch.stopping.is_set():  # the instructor stopped the batch while it was read
@@ -349,8 +179,8 @@ def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_d
         crashed = report.in_flight()  # the worker died while these ran: they killed it
         suspects.update({key: "culprit" for key in crashed})
         if crashed:
-            atomic_write_json(_suspects_path(job_dir), suspects, mode=0o600)
-        left = [p for p in remaining if _task_key(p) not in results and suspects.get(_task_key(p)) != "culprit"]
+            atomic_write_json(resume.suspects_path(job_dir), suspects, mode=0o600)
+        left = [p for p in remaining if jobs.task_key(p) not in results and suspects.get(jobs.task_key(p)) != "culprit"]
         if left and len(left) == len(remaining):
             return results, f"the worker ended with status {code} before running them ({_worker_log(job_dir)})"
         remaining = left
@@ -361,7 +191,7 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bo
     """Plan, run and assess every exercise of one learner (the worker does the running)."""
     start = time.perf_counter()
     job_dir = batch.work / learner.key
-    suspects = _load_suspects(job_dir)
+    suspects = resume.load_suspects(job_dir)
     plans: list[ExercisePlan] = []
     grades: list[r.ExerciseGrade] = []
     manual: list[r.ExerciseGrade] = []
@@ -375,7 +205,7 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bo
     assert batch.isolation is not None
     for plan in plans:
         exercise = EXERCISES[plan.exercise]
-        key = _task_key(plan)
+        key = jobs.task_key(plan)
         task = results.get(key)
         grade = assess(exercise, plan, batch.cases[plan.exercise], task, batch.limits,
                        stopped_grader=suspects.get(key) == "culprit")
@@ -409,7 +239,7 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
         courses = assignment_courses(settings.notebooks)
     except ValueError as exc:
         raise GradingError(f"--notebooks: {exc}") from None
-    seed = _resolve_seed(state, settings.seed, [c.name for c in courses])
+    seed = resume.resolve_seed(state, settings.seed, [c.name for c in courses])
     return _Batch(
         settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work",
         saved=out / "learners", courses=courses,
@@ -424,8 +254,8 @@ def _stop_everything(batch: _Batch) -> None:
     with batch.lock:
         running = list(batch.running.items())
     for key, worker in running:
-        sandbox.stop_worker(worker)
-        _forget_in_flight(batch.work / key)
+        workers.stop_worker(worker)
+        resume.forget_in_flight(batch.work / key)
 
 
 def _grader_failed(batch: _Batch, learner: Learner, exc: Exception) -> r.LearnerResult:
@@ -469,7 +299,8 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     paths = [Path(s) for s in submissions]
     batch = _make_batch(paths, settings)
     try:
-        found = find_learners(paths, course_notebooks(), unpack_to=batch.state / "unpacked")  # a .zip is unpacked
+        found = find_learners(paths, course_notebooks(), unpack_to=batch.state / "unpacked",
+                              zone=settings.zone())  # a .zip is unpacked
     except (FileNotFoundError, DownloadError) as exc:
         raise GradingError(str(exc)) from None
     learners = [_assigned_only(learner, batch.courses) for learner in found.learners]
@@ -477,15 +308,15 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         learners = rekey(learners)
     if not learners:
         raise GradingError("no exercise notebooks found in the given submissions")
-    fingerprints = {lr.key: _fingerprint(lr, batch.courses, batch.seed_digest) for lr in learners}
-    saved = {lr.key: _saved_result(batch, lr, fingerprints[lr.key]) for lr in learners}
-    _blame(batch, {k for k, v in saved.items() if v is not None})
+    fingerprints = {lr.key: resume.fingerprint(lr, batch.courses, batch.seed_digest) for lr in learners}
+    saved = {lr.key: resume.saved_result(batch.saved, lr, fingerprints[lr.key]) for lr in learners}
+    resume.blame(batch.work, batch.limits, {k for k, v in saved.items() if v is not None})
     batch.isolation = _recorded_isolation(batch, settings) if all(saved.values()) else None
     if batch.isolation is None:
         batch.containment = cgroups.detect()
-        batch.limits = sandbox.contained_limits(batch.limits, batch.containment)
+        batch.limits = workers.contained_limits(batch.limits, batch.containment)
         try:
-            batch.isolation = sandbox.choose_isolation(settings.isolation, batch.limits, work=batch.state / "trial",
+            batch.isolation = probe.choose_isolation(settings.isolation, batch.limits, work=batch.state / "trial",
                                                        out_dir=batch.out, submissions=batch.submissions,
                                                        plan=batch.containment)
         except sandbox.IsolationError as exc:
@@ -498,7 +329,7 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         if on_result is not None:
             on_result(result, by_key[result.key])
     todo = [lr for lr in learners if saved[lr.key] is None]
-    solo = [lr for lr in todo if "solo" in _load_suspects(batch.work / lr.key).values()]
+    solo = [lr for lr in todo if "solo" in resume.load_suspects(batch.work / lr.key).values()]
     results = {k: v for k, v in saved.items() if v is not None}
 
     def finish(result: r.LearnerResult) -> None:

@@ -16,9 +16,9 @@ from typing import TextIO
 from tqdm import tqdm
 
 from lessonlib.grading import records as r
-from lessonlib.grading.batch import GradeSettings, Reporter
-from lessonlib.grading.safe_text import printable
-from lessonlib.grading.sandbox import Isolation
+from lessonlib.grading.isolation.sandbox import Isolation
+from lessonlib.grading.reports.safe_text import printable
+from lessonlib.grading.run.batch import GradeSettings, Reporter
 
 
 class Progress(Reporter):

@@ -1,0 +1,273 @@
+"""One notebook's plans: which learner code runs for each exercise, and the written answers.
+
+Which learner code runs for exercise ``f`` of a notebook, in notebook order:
+
+- the answer cell of ``f`` (tagged ``answer``, else with the released answer cell's id), in full;
+- from every other code cell, its *definitions* (imports, ``def``, ``class`` and assignments of
+  constants) and every statement that defines or changes a name the answer uses, directly or
+  through the helpers it calls (``SCALE = np.sqrt(8)`` read by a helper). Other calls are left
+  out, so check cells, plotting and widget cells never run, and a stray loop elsewhere cannot
+  cost ``f`` its points. Imports of plotting and widget libraries are left out too. Another
+  cell's definition of an exercise's name never replaces its answer. Whatever the answer needs
+  and cannot have is named in a note of the feedback (``lessonlib.exercises.cells``).
+
+Nothing here runs learner code: sources are only parsed (``ast``), never executed.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from lessonlib.exercises import ManualQuestion
+from lessonlib.exercises.cells import parse, python_source, slice_cells, too_much_code
+from lessonlib.exercises.results import Status
+from lessonlib.grading.run.notebooks import (
+    ANSWER_TAG,
+    CELL_ERROR,
+    MALFORMED,
+    MAX_CELL_CHARS,
+    MAX_WRITTEN_CHARS,
+    MISSING_ANSWER,
+    NOT_SUBMITTED,
+    TOO_LONG,
+    WRITTEN_STUB,
+    Cell,
+    CourseNotebook,
+    Notebook,
+)
+
+# --- parsing code cells ---------------------------------------------------------------------------
+
+
+def parse_cell(source: str) -> ast.Module | str:
+    """The cell's syntax tree, or a one-line description of why it does not parse."""
+    if len(source) > MAX_CELL_CHARS:
+        return f"the cell has {len(source)} characters (at most {MAX_CELL_CHARS} are read)"
+    try:
+        return parse(python_source(source))
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: {exc.msg}"
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def bound_names(tree: ast.Module) -> set[str]:
+    """Names a cell binds at its top level (also inside if/try/with/for, not inside functions)."""
+    names: set[str] = set()
+
+    def visit(body: Iterable[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            for attr in ("body", "orelse", "finalbody"):
+                inner = getattr(node, attr, None)
+                if isinstance(inner, list) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                     ast.ClassDef)):
+                    visit(inner)
+            for handler in getattr(node, "handlers", []) or []:
+                visit(handler.body)
+
+    visit(tree.body)
+    return names
+
+
+# --- one notebook's plans --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """Source to run in the worker: a whole answer cell, or another cell's definitions."""
+
+    label: str
+    filename: str
+    source: str
+
+
+@dataclass
+class ExercisePlan:
+    """What to run for one exercise, or the status it gets without running anything."""
+
+    exercise: str
+    notebook: str
+    program: list[Step] = field(default_factory=list)
+    status: str | None = None  # set when nothing can run
+    reason: str = ""
+    notes: list[str] = field(default_factory=list)
+    answer_cell: str | None = None
+
+
+@dataclass
+class ManualAnswer:
+    question: ManualQuestion
+    text: str | None
+    status: str  # needs_manual_grading, not_attempted, missing_answer, not_submitted, malformed
+    reason: str = ""
+
+
+def code_cells(notebook: Notebook) -> list[tuple[Cell, ast.Module | str]]:
+    return [(c, parse_cell(c.source)) for c in notebook.cells if c.cell_type == "code" and c.source.strip()]
+
+
+def too_long(notebook: Notebook) -> str:
+    """Why ``notebook`` holds too much code to plan (a sentence for the learner), or "".
+
+    Checked before any cell is parsed, so that planning stays fast on any notebook under the size cap.
+    """
+    why = too_much_code([c.source for c in notebook.cells if c.cell_type == "code"])
+    if not why:
+        return ""
+    return (f"{notebook.path.name} was not graded: {why}. The exercise notebook holds about 50 lines of code; "
+            "keep long experiments and pasted code in a notebook of their own, and hand this one in again.")
+
+
+def _find_answer(name: str, released_id: str | None, parsed: list[tuple[Cell, ast.Module | str]]
+                 ) -> tuple[Cell | None, ast.Module | str | None, str]:
+    """The answer cell of exercise ``name``, its tree (or parse error), and a note or a reason.
+
+    The cell tagged ``answer`` that defines ``name`` is graded; when several do, the one with the
+    released cell's id, else the last (running the notebook top to bottom leaves its definition, as
+    ``check`` sees it). Without such a cell, the cell with the released id; without that, any cell
+    that defines ``name``. Cell ids should be unique; a duplicated answer id is noted, since a copy
+    of the cell (a decoy, or an old version) would otherwise decide silently what is graded.
+    """
+    with_id = [(c, t) for c, t in parsed if released_id and c.id == released_id]
+    duplicated = (f"{len(with_id)} cells ({', '.join(f'cell {c.index + 1}' for c, _ in with_id)}) carry the answer "
+                  f"cell's id `{released_id}`, which should be unique" if len(with_id) > 1 else "")
+    tagged = [(c, t) for c, t in parsed
+              if ANSWER_TAG in c.tags and isinstance(t, ast.Module) and name in bound_names(t)]
+    chosen = [(c, t) for c, t in tagged if c.id == released_id][-1:] or tagged[-1:]
+    if chosen:
+        cell, tree = chosen[0]
+        notes = [f"{duplicated}; cell {cell.index + 1}, tagged `{ANSWER_TAG}`, was graded."] if duplicated else []
+        if len(tagged) > 1:
+            notes.append(f"{len(tagged)} cells tagged `{ANSWER_TAG}` define `{name}` "
+                         f"({', '.join(f'cell {c.index + 1}' for c, _ in tagged)}); cell {cell.index + 1} was graded.")
+        return cell, tree, " ".join(notes)
+    by_id = next(((c, t) for c, t in with_id if isinstance(t, ast.Module) and name in bound_names(t)), None)
+    by_id = by_id or (with_id[0] if with_id else None)
+    if by_id is not None:
+        cell, tree = by_id
+        if isinstance(tree, str) or name in bound_names(tree):
+            return cell, tree, (f"{duplicated}; cell {cell.index + 1} was graded." if duplicated else "")
+        defines = sorted(bound_names(tree) - {"np", "math", "numpy"})
+        what = f"it defines {', '.join(f'`{d}`' for d in defines)}" if defines else "it defines nothing"
+        return None, None, (f"The answer cell no longer defines `{name}` ({what}): the function must keep "
+                            "its name for the grader to find it.")
+    elsewhere = [(c, t) for c, t in parsed if isinstance(t, ast.Module) and name in bound_names(t)
+                 and not _is_check_cell(t)]
+    if elsewhere:
+        cell, tree = elsewhere[-1]
+        return cell, tree, (f"The answer cell of `{name}` was not found (its `answer` tag or id changed); "
+                            f"the cell that defines `{name}` (cell {cell.index + 1}) was graded instead.")
+    return None, None, (f"The answer cell of `{name}` is missing (deleted?) and no cell defines `{name}`: "
+                        "nothing to grade.")
+
+
+def _is_check_cell(tree: ast.Module) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "check"
+               for n in ast.walk(tree))
+
+
+def plan_notebook(course: CourseNotebook, notebook: Notebook | None, *, instead: Sequence[str] = ()
+                  ) -> tuple[list[ExercisePlan], list[ManualAnswer]]:
+    """Plans for every exercise of ``course`` and the written answers, from a submitted notebook.
+
+    ``instead``: notebooks the learner handed in that this assignment does not grade; when ``course``
+    is missing, its exercises are flagged ``wrong_notebook`` (a wrong file handed in?), not merely
+    ``not_submitted``.
+
+    Never raises: a notebook whose code cannot even be analysed (say, an expression nested so
+    deeply that walking it overflows the stack) makes every exercise in it ``malformed``.
+    """
+    try:
+        return _plan_notebook(course, notebook, instead)
+    except (RecursionError, MemoryError, ValueError) as exc:
+        reason = f"{notebook.path.name if notebook else course.name} could not be analysed ({type(exc).__name__})."
+        plans = [ExercisePlan(name, course.name, status=MALFORMED, reason=reason) for name in course.exercises]
+        return plans, [ManualAnswer(q, None, MALFORMED, reason) for q in course.manual]
+
+
+def _plan_notebook(course: CourseNotebook, notebook: Notebook | None, instead: Sequence[str] = ()
+                   ) -> tuple[list[ExercisePlan], list[ManualAnswer]]:
+    plans = [ExercisePlan(name, course.name) for name in course.exercises]
+    if notebook is None and instead:
+        status = Status.WRONG_NOTEBOOK
+        reason = (f"No {course.name} was found in the submission, but {', '.join(sorted(instead))} was handed in, "
+                  "which this assignment does not grade: was the wrong file submitted?")
+    elif notebook is None or notebook.problem is not None:
+        status = NOT_SUBMITTED if notebook is None else MALFORMED
+        reason = (f"No {course.name} was found in the submission." if notebook is None
+                  else f"{notebook.path.name} could not be read: {notebook.problem}.")
+    if notebook is None or notebook.problem is not None:
+        for plan in plans:
+            plan.status, plan.reason = status, reason
+        return plans, [ManualAnswer(q, None, status, reason) for q in course.manual]
+    refused = too_long(notebook)
+    if refused:
+        for plan in plans:
+            plan.status, plan.reason = TOO_LONG, refused
+        return plans, [_manual_answer(q, notebook) for q in course.manual]  # written answers need no parsing
+    parsed = code_cells(notebook)
+    answers: dict[str, tuple[Cell, ast.Module | str]] = {}
+    for plan in plans:
+        cell, tree, message = _find_answer(plan.exercise, course.answer_cells.get(plan.exercise), parsed)
+        if cell is None or tree is None:
+            plan.status, plan.reason = MISSING_ANSWER, message
+        elif isinstance(tree, str):
+            plan.status = CELL_ERROR
+            plan.reason = f"The answer cell of `{plan.exercise}` is not valid Python ({tree})."
+        else:
+            answers[plan.exercise] = (cell, tree)
+            plan.answer_cell = cell.id or f"cell {cell.index + 1}"
+            if message:
+                plan.notes.append(message)
+    owner = {ex: cell.index for ex, (cell, _) in answers.items()}
+    readable = [cell for cell, tree in parsed if isinstance(tree, ast.Module)]
+    trees = {k: tree for k, tree in enumerate(t for _, t in parsed if isinstance(t, ast.Module))}
+    position = {cell.index: k for k, cell in enumerate(readable)}
+    for plan in plans:
+        if plan.status is not None:
+            continue
+        # the answer cell whole; from other cells, definitions and what the answer needs (see cells.py)
+        owners = {ex: position.get(i, -1) for ex, i in owner.items()}
+        cut = slice_cells([c.source for c in readable], position[owner[plan.exercise]], plan.exercise, owners,
+                          [f"cell {c.index + 1}" for c in readable], trees)
+        plan.notes += [f"Not run by the grader: {note}" for note in cut.notes]
+        for k, cell in enumerate(readable):
+            if cell.index == owner[plan.exercise]:
+                plan.program.append(Step("answer", f"<answer cell {plan.answer_cell}>", python_source(cell.source)))
+            elif k in cut.kept:
+                plan.program.append(Step(f"cell {cell.index + 1}", f"<cell {cell.index + 1}>", cut.kept[k]))
+    return plans, [_manual_answer(q, notebook) for q in course.manual]
+
+
+def _manual_answer(question: ManualQuestion, notebook: Notebook) -> ManualAnswer:
+    """The written answer: the markdown cell tagged ``manual`` with the question's id, else the cell
+    with that id, else the first cell tagged ``manual`` (by its tag first, as for exercises)."""
+    tagged = [c for c in notebook.cells if c.cell_type == "markdown" and "manual" in c.tags]
+    cell = (next((c for c in tagged if c.id == question.cell_id), None)
+            or next((c for c in notebook.cells if c.id == question.cell_id), None)
+            or next(iter(tagged), None))
+    if cell is None:
+        return ManualAnswer(question, None, MISSING_ANSWER, "The cell for the written answer is missing (deleted?).")
+    text = cell.source.strip()
+    if not text or text == WRITTEN_STUB:
+        return ManualAnswer(question, None, "not_attempted", "No written answer yet.")
+    return ManualAnswer(question, cut_written(text), "needs_manual_grading", "Written answer: needs manual grading.")
+
+
+def cut_written(text: str) -> str:
+    """A written answer as the gradebook keeps it: its first MAX_WRITTEN_CHARS characters, and a note
+    saying how long it was when it is longer (the rest stays in the learner's notebook)."""
+    if len(text) <= MAX_WRITTEN_CHARS:
+        return text
+    return (text[:MAX_WRITTEN_CHARS] + f"\n\n[... cut: the answer has {len(text):,} characters; the grader keeps "
+            f"the first {MAX_WRITTEN_CHARS:,}]")
