@@ -154,7 +154,7 @@ Q7_RUBRIC = (
             "No mechanism chosen, or one chosen by its loss at the training length alone.",
             "Chooses ALiBi, or says which mechanisms degrade, without the numbers that show it, or "
             "without what happens to the others (learned, sinusoidal).",
-            "Chooses ALiBi from the measurements: its loss stays flat from 1x to 8x (about 1.78 to 1.76) "
+            "Chooses ALiBi from the measurements: its loss stays flat from 1x to 8x (about 1.8 at both) "
             "while sinusoidal rises past the bigram's loss, RoPE and T5's buckets degrade from 2x on, the "
             "mask alone degrades least of the rest from a worse start, and learned cannot be evaluated "
             "beyond its table; gives a reason (ALiBi's penalty is a fixed function of distance, defined at "
