@@ -176,6 +176,8 @@ def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
               "run the same command again", file=sys.stderr)
         return 2
     results = course.results(gb, settings.out)  # every learner of the assignment, from every run
+    if roster is not None:  # whom this assignment expects: its roster's learners, submitted or not
+        course.enrol_roster(gb, settings.out, roster, results)
     written = write_gradebook(settings.out, results, batch.isolation, settings.limits(), settings.workers,
                               unattributed=batch.unattributed, roster=roster, marks=marks,
                               notebooks=batch.notebooks, absent_zero=args.absent_zero, applied=True,

@@ -99,3 +99,28 @@ def test_the_page_renders_alone_and_escapes_names(gb: store.Gradebook, tmp_path:
     assert "persists" in words and "2 or more different assignments" in words
     images = page.all("img")
     assert len(images) == 1 and "persisting" in images[0]["alt"]
+
+
+def test_a_learner_is_missing_only_the_assignments_whose_roster_lists_them(gb: store.Gradebook) -> None:
+    """Two sections: week5 graded with a roster of ann, ben, cat, dan and fay, week2 without one. The
+    hostile-named learner is not in week5's roster (another section): week5 is not theirs to miss;
+    fay is in it and handed nothing in anywhere; week2, graded without a roster, expects everyone."""
+    store.enrol(gb, "week5", ["ann", "ben", "cat", "dan", "fay"])
+    summary = term.term_report_from(gb)
+    by_key = {ln.key: ln for ln in summary.learners}
+    hostile = next(ln for ln in summary.learners if ln.name == HOSTILE)
+    assert not summary.expects("week5", hostile) and summary.expects("week2", hostile)
+    assert summary.missed(hostile) == []
+    assert not any("no submission" in why for why in summary.help_reasons(hostile))
+    assert summary.missed(by_key["fay"]) == ["week2", "week5"]
+    assert "no submission to week2, week5" in summary.help_reasons(by_key["fay"])
+    page = term.term_report_html(summary)
+    assert ("2 assignment(s), 1 graded with a roster (1 distinct roster(s) of learners): a learner is expected "
+            "only at assignments whose roster lists them; the 1 graded without a roster expect every learner.") in page
+    assert page.count("not expected") == 1  # the hostile-named learner's week5 cell
+
+
+def test_without_rosters_every_learner_is_expected_everywhere(gb: store.Gradebook) -> None:
+    summary = term.term_report_from(gb)
+    assert summary.enrolled == {}
+    assert "none graded with a roster: every learner is expected at every assignment" in term.term_report_html(summary)

@@ -378,3 +378,51 @@ def test_every_error_for_the_user_is_one_kind(gb: store.Gradebook) -> None:
         store.get_assignment(gb, "week9")
     with pytest.raises(store.GradebookError, match="no learner with key 'nobody'"):
         store.set_override(gb, "week2", "nobody", "causal_mask", 1.0, "why")
+
+
+def _rows(conn: sqlite3.Connection) -> dict[str, list[tuple]]:
+    """Every row of every table, for comparing a gradebook before and after an upgrade."""
+    tables = [t[0] for t in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    return {t: sorted(map(tuple, conn.execute(f"SELECT * FROM {t}")), key=repr) for t in tables}
+
+
+def test_a_format_2_gradebook_gains_enrolments_without_losing_a_row(gb: store.Gradebook, tmp_path: Path) -> None:
+    """Format 2 had no enrolments: the upgrade adds the table (empty: every learner stays expected),
+    keeps every row of every table, backs the file up and records the upgrade in the history."""
+    _graded(gb, "amy", lms_id="101")
+    _graded(gb, "bob", written=2.0, status=r.PASSED)
+    store.set_override(gb, "week2", "bob", "padding_mask", 4.0, reason="regrade request")
+    gb.close()
+    path = tmp_path / "gradebook.db"
+    with sqlite3.connect(path) as conn:  # as format 2 left it
+        conn.execute("DROP TABLE enrolments")
+        conn.execute("UPDATE meta SET value = '2' WHERE name = 'format'")
+        before = _rows(conn)
+    with store.open_gradebook(path, "new lessonlib") as upgraded:
+        after = _rows(upgraded.conn)
+        assert after.pop("enrolments") == [] and store.enrolled(upgraded) == {}
+        new_history = [row for row in after["history"] if row not in before["history"]]
+        assert [row[3:4] + row[7:] for row in new_history] == [
+            ("gradebook", '{"format": 2}', '{"format": 3}', "upgraded")]
+        after["history"] = [row for row in after["history"] if row not in new_history]
+        after.pop("sqlite_sequence"), before.pop("sqlite_sequence")  # the history's counter, one row on
+        after["meta"] = [row for row in after["meta"] if row[0] != "format"]
+        before["meta"] = [row for row in before["meta"] if row[0] != "format"]
+        assert after == before
+        assert upgraded.conn.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()[0] == "3"
+    with sqlite3.connect(tmp_path / "gradebook.db.format2.bak") as backup:
+        assert _rows(backup)["results"] == before["results"]
+
+
+def test_enrolling_a_roster_records_each_learner_once_with_a_history_row(gb: store.Gradebook) -> None:
+    amy = _graded(gb, "amy", lms_id="101")
+    cat = store.register(gb, "Cat", lms_id="103").key  # in the roster, handed nothing in
+    assert store.enrol(gb, "week2", [amy, cat, amy]) == [amy, cat]
+    assert store.enrol(gb, "week2", [amy]) == []  # a re-run adds nothing
+    assert store.enrolled(gb) == {"week2": {amy, cat}}
+    rows = [c for c in store.learner_history(gb, cat) if c.what == "enrolment"]
+    assert len(rows) == 1 and rows[0].assignment == "week2"
+    with pytest.raises(store.StoreError, match="no learner with key 'nobody'"):
+        store.enrol(gb, "week2", ["nobody"])
+    with pytest.raises(store.StoreError, match="no assignment 'week9'"):
+        store.enrol(gb, "week9", [amy])

@@ -40,6 +40,7 @@ from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
 from lessonlib.grading import records as r
 from lessonlib.grading import store
 from lessonlib.grading.isolation import probe, sandbox
+from lessonlib.grading.reports import term
 from lessonlib.grading.reports.term import kind_title
 from lessonlib.grading.run import batch
 
@@ -414,6 +415,19 @@ def test_a_term_of_150_learners_round_trips_through_canvas_and_moodle(
     assert len(persisting) >= 10
     assert f"{kind_title('zeroed-after')}, {len(persisting)} persisting" in html
     assert all(p.first.lower() in html.lower() for p in persisting)
+    assert "a learner is expected only at assignments whose roster lists them" in html
+    # sections: a learner is missing only the work of their own section's assignments
+    with store.open_gradebook(db, "test", lock=False) as gb:
+        summary = term.term_report_from(gb)
+    by_id = {ln.key.rsplit("_", 1)[-1]: ln for ln in summary.learners}
+    for p in PEOPLE:
+        lms = "canvas" if p.canvas else "moodle"
+        assert summary.missed(by_id[p.lms_id]) == [f"{lms}-week{w}" for w in WEEKS if p.absent(w)], p
+    skipped = next(p for p in PEOPLE if p.canvas and p.absent(1))  # handed nothing in to canvas-week1
+    assert "no submission to canvas-week1" in summary.help_reasons(by_id[skipped.lms_id])
+    present = next(p for p in PEOPLE if p.canvas and not any(p.absent(w) for w in WEEKS))
+    assert not any("no submission" in why for why in summary.help_reasons(by_id[present.lms_id]))
+    assert "not expected" in html
     with capsys.disabled():
         print(f"\nterm report of the generated course: {report} ({stdout.strip()})")
 

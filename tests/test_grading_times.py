@@ -157,6 +157,7 @@ def test_an_older_gradebook_gains_the_time_source_column(tmp_path: Path) -> None
         store.ensure_assignment(gb, "week2", [MASKING], seed=1)
     with sqlite3.connect(path) as conn:  # as format 1 left it
         conn.execute("ALTER TABLE submissions DROP COLUMN submitted_from")
+        conn.execute("DROP TABLE enrolments")
         conn.execute("UPDATE meta SET value = '1' WHERE name = 'format'")
     with store.open_gradebook(path, "test") as gb:
         columns = {row[1] for row in gb.conn.execute("PRAGMA table_info(submissions)")}

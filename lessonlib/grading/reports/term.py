@@ -13,9 +13,14 @@ it persists for. Diagnoses are the instructor's (every case, hidden ones include
 class report.
 
 Who needs help: a learner whose term total is below ``low`` of the points of the assignments
-they handed in (default half), who missed an assignment, in whom a misconception persists, or
+they handed in (default half), who missed an assignment that expects them, in whom a misconception persists, or
 whose notebooks got a flagged status (stopped, crashed, answer missing, ...). Each reason is
 said in words.
+
+Sections: an assignment graded with a roster (``--roster``) expects only the learners its roster
+lists (the store's enrolments); one graded without a roster expects every learner. A course taught
+in two sections on two LMSs grades each week as two assignments, each with its section's roster, so
+a learner of one section is never said to have missed the other section's work.
 
 The page renders alone (inline style, no script, figures as PNG data URLs with alt text, hatching
 and words rather than colour); every name and title is escaped. It names learners: it is for the
@@ -104,6 +109,15 @@ class TermSummary:
     assignments: list[str]
     learners: list[Learner]
     kinds: list[Kind]  # to reteach first: most persistent learners, then most learners
+    enrolled: Mapping[str, set[str]] = field(default_factory=dict)  # assignment with a roster -> its keys
+
+    def expects(self, assignment: str, learner: Learner) -> bool:
+        """Whether ``assignment`` expects ``learner``: its roster lists them, or it was graded without one."""
+        return assignment not in self.enrolled or learner.key in self.enrolled[assignment]
+
+    def missed(self, learner: Learner) -> list[str]:
+        """The assignments that expect ``learner`` and have no submission of theirs."""
+        return [a for a in self.assignments if a not in learner.totals and self.expects(a, learner)]
 
     def help_reasons(self, learner: Learner, low: float = LOW) -> list[str]:
         """Why ``learner`` needs help, in words (empty: no reason found)."""
@@ -111,7 +125,7 @@ class TermSummary:
         fraction = learner.fraction
         if fraction is not None and fraction < low:
             reasons.append(f"term total {fraction:.0%} of the points of the assignments handed in")
-        missed = [a for a in self.assignments if a not in learner.totals]
+        missed = self.missed(learner)
         if missed:
             reasons.append(f"no submission to {', '.join(missed)}")
         for kind, seen in learner.persistent().items():
@@ -123,10 +137,12 @@ class TermSummary:
 
 
 def term_summary(totals: Sequence[object], results: Mapping[str, Sequence[r.LearnerResult]], *,
-                 everyone: Mapping[str, str] | None = None) -> TermSummary:
+                 everyone: Mapping[str, str] | None = None,
+                 enrolled: Mapping[str, set[str]] | None = None) -> TermSummary:
     """From ``store.term_results`` (rows with key, name, assignment, points, max_points, pending) and
     each assignment's ``store.learner_results``, in the order of ``results``; ``everyone`` (key -> name)
-    adds the learners of the course who handed in nothing yet."""
+    adds the learners of the course who handed in nothing yet; ``enrolled`` (``store.enrolled``: an
+    assignment graded with a roster -> the keys it lists) says whom those assignments expect."""
     learners: dict[str, Learner] = {key: Learner(key, name) for key, name in (everyone or {}).items()}
     for row in totals:
         ln = learners.setdefault(row.key, Learner(row.key, row.name))
@@ -153,7 +169,7 @@ def term_summary(totals: Sequence[object], results: Mapping[str, Sequence[r.Lear
             kinds[kind].persistent.append(ln.key)
     ranked = sorted(kinds.values(), key=lambda k: (-len(k.persistent), -len(k.learners), k.kind))
     ordered = sorted(learners.values(), key=lambda ln: (ln.name.lower(), ln.key))
-    return TermSummary(list(results), ordered, ranked)
+    return TermSummary(list(results), ordered, ranked, dict(enrolled or {}))
 
 
 # --- the page -------------------------------------------------------------------------------------
@@ -189,6 +205,27 @@ def _names(keys: Sequence[str], names: Mapping[str, str]) -> str:
     return esc(", ".join(names.get(k, k) for k in keys)) or "none"
 
 
+def expected_note(summary: TermSummary) -> str:
+    """The header's sentence on whom each assignment expects (the sections its rosters make)."""
+    rostered = [a for a in summary.assignments if a in summary.enrolled]
+    count = f"{len(summary.assignments)} assignment(s)"
+    if not rostered:
+        return f"{count}, none graded with a roster: every learner is expected at every assignment."
+    sections = len({frozenset(summary.enrolled[a]) for a in rostered})
+    rest = len(summary.assignments) - len(rostered)
+    return (f"{count}, {len(rostered)} graded with a roster ({sections} distinct roster(s) of learners): "
+            "a learner is expected only at assignments whose roster lists them"
+            + (f"; the {rest} graded without a roster expect every learner." if rest else "."))
+
+
+def _cell(summary: TermSummary, learner: Learner, assignment: str) -> str:
+    """One learner's entry for one assignment: the total, "no submission", or "not expected"."""
+    if assignment in learner.totals:
+        points, possible = learner.totals[assignment]
+        return f"{points:g} / {possible:g}"
+    return "no submission" if summary.expects(assignment, learner) else '<span class="muted">not expected</span>'
+
+
 def term_report_html(summary: TermSummary, *, low: float = LOW) -> str:
     """The whole page (see the module's docstring)."""
     names = {ln.key: ln.name for ln in summary.learners}
@@ -196,6 +233,7 @@ def term_report_html(summary: TermSummary, *, low: float = LOW) -> str:
     body = ["<h1>Term report: what persists, what to reteach, who needs help</h1>",
             f"<p>{len(summary.learners)} learner(s) across {len(summary.assignments)} assignment(s): "
             f"{esc(', '.join(summary.assignments)) or 'none'}. Names are for the instructor only.</p>",
+            f'<p class="note">{esc(expected_note(summary))}</p>',
             f'<p class="note">A misconception <strong>persists</strong> when the same kind of misconception is '
             f"diagnosed in a learner's answers to {PERSISTS_AFTER} or more different assignments. Its kind is "
             "the notebook section the diagnosis sends the learner to, so two exercises' diagnoses that send "
@@ -234,8 +272,7 @@ def term_report_html(summary: TermSummary, *, low: float = LOW) -> str:
     header = ("learner", *[esc(a) for a in summary.assignments], "persistent misconceptions")
     rows = []
     for ln in summary.learners:
-        cells = "".join(f"<td>{ln.totals[a][0]:g} / {ln.totals[a][1]:g}</td>" if a in ln.totals else
-                        "<td>no submission</td>" for a in summary.assignments)
+        cells = "".join(f"<td>{_cell(summary, ln, a)}</td>" for a in summary.assignments)
         kinds = "; ".join(kind_title(k) for k in ln.persistent()) or "none"
         rows.append(f'<tr><th scope="row">{esc(ln.name)} <span class="muted">({esc(ln.key)})</span></th>{cells}'
                     f"<td>{esc(kinds)}</td></tr>")
@@ -249,7 +286,8 @@ def term_report_from(gradebook: object) -> TermSummary:
 
     names = [row[0] for row in gradebook.conn.execute("SELECT name FROM assignments ORDER BY name")]
     return term_summary(store.term_results(gradebook), {a: store.learner_results(gradebook, a) for a in names},
-                        everyone={ln.key: ln.name for ln in store.all_learners(gradebook)})
+                        everyone={ln.key: ln.name for ln in store.all_learners(gradebook)},
+                        enrolled=store.enrolled(gradebook))
 
 
 def write_term_report(path: Path, gradebook: object, *, low: float = LOW) -> Path:

@@ -36,7 +36,8 @@ stored (``learners.py``); every change appends a row to ``history``, which nothi
 An output folder of the file-based grader is brought in with ``import_output_folder``.
 
 ``outputs.py`` ties an output folder to the gradebook (which assignment it is, its files written
-from the database); ``manual.py`` reads and writes manual.csv, the hand grades' sheet.
+from the database); ``manual.py`` reads and writes manual.csv, the hand grades' sheet. ``enrolments.py`` records which
+learners an assignment expects (its roster's), so a course taught in sections misses no one wrongly.
 
 Errors: every error meant for the person running a command is a ``GradebookError`` (``StoreError``
 for a request that cannot be carried out, ``StoreFormatError`` for a file this version cannot
@@ -59,6 +60,7 @@ from lessonlib.grading.store.assignments import (
     update_submission_time,
 )
 from lessonlib.grading.store.database import GRADEBOOK_FILE, Gradebook, StoreError, open_gradebook
+from lessonlib.grading.store.enrolments import enrol, enrolled
 from lessonlib.grading.store.errors import GradebookError
 from lessonlib.grading.store.importer import Imported, import_output_folder
 from lessonlib.grading.store.late import LateAdjustment, LatePolicy, days_late, late_adjusted
@@ -92,7 +94,7 @@ __all__ = [
     "GradebookError", "GraderBusy", "Imported", "LateAdjustment", "LatePolicy", "LearnerSheet", "StoreError",
     "StoreFormatError", "StoredLearner", "SubmittedFile", "TermRow", "all_learners", "assign_stored_keys",
     "assignment_history", "assignment_sheet", "changed_since", "clear_override", "days_late", "effective",
-    "ensure_assignment",
+    "enrol", "enrolled", "ensure_assignment",
     "get_assignment", "grant_extension", "identity_for", "import_output_folder", "late_adjusted", "learner_history",
     "learner_results", "open_gradebook", "record_export", "record_result", "record_submission", "register",
     "save_learner_result", "saved_fingerprint", "set_hand_grade", "set_late_policy", "set_override", "stored_files",

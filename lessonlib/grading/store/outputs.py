@@ -29,7 +29,7 @@ from pathlib import Path
 from lessonlib.grading import records as r
 from lessonlib.grading import store
 from lessonlib.grading.files import read_json
-from lessonlib.grading.lms.roster import Roster, mark_late
+from lessonlib.grading.lms.roster import Roster, mark_late, match
 from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.lms.times import stamp_worksheet_times
 from lessonlib.grading.store.manual import MANUAL_FILE, Mark, read_manual
@@ -92,6 +92,20 @@ def rekey(gb: store.Gradebook, roster: Roster | None = None,
             stamp_worksheet_times(learners, roster.submission_times(zone))
         return learners
     return keyed
+
+
+def enrol_roster(gb: store.Gradebook, out: Path, roster: Roster, results: Sequence[r.LearnerResult]) -> list[str]:
+    """Enrol every learner of ``roster`` in the assignment of ``out``: those with a submission under
+    their key, those without one registered first (as the LMS names them), so the term report knows
+    whom each section's assignment expects. Nothing is graded for them (``--absent-zero`` only fills
+    lms-import.csv). Returns the keys newly enrolled."""
+    keys = []
+    for row, res in match(roster, results).pairs:
+        if res is not None:
+            keys.append(res.key)
+        else:
+            keys.append(store.register(gb, roster.learner_name(row).strip(), lms_id=roster.learner_id(row)).key)
+    return store.enrol(gb, assignment_name(out), keys)
 
 
 def saver(gb: store.Gradebook, out: Path) -> Callable[[r.LearnerResult, Learner], None]:

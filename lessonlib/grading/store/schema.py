@@ -15,6 +15,7 @@ Tables (every time is ISO 8601 in UTC, ``2026-03-01T17:00:00+00:00``; every JSON
     extensions        assignment, learner, due_at, reason (required), at, command
     history           id, at, command, what, assignment, learner, exercise, old (JSON), new (JSON), reason
     exports           id, assignment, kind, at, command, history_id (the last history row it covered)
+    enrolments        assignment, learner, at, command   the learners an assignment's roster lists (format 3)
 
 Rules the database itself enforces (triggers and CHECKs, so no code path can break them): history
 rows are never updated or deleted; a learner's identity and key never change and no learner is
@@ -30,7 +31,17 @@ from pathlib import Path
 
 from lessonlib.grading.store.errors import GradebookError
 
-FORMAT = 2  # bump with every change to DDL, and add the step from the previous format to MIGRATIONS
+FORMAT = 3  # bump with every change to DDL, and add the step from the previous format to MIGRATIONS
+
+# Added in format 3 (also the step from format 2).
+ENROLMENTS_DDL = """
+CREATE TABLE IF NOT EXISTS enrolments (          -- who an assignment expects: its roster's learners
+    assignment_id INTEGER NOT NULL REFERENCES assignments(id),
+    learner_id INTEGER NOT NULL REFERENCES learners(id),
+    at TEXT NOT NULL,
+    command TEXT NOT NULL,
+    PRIMARY KEY (assignment_id, learner_id)
+)"""
 
 DDL = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -165,7 +176,7 @@ CREATE TABLE exports (
     command TEXT NOT NULL,
     history_id INTEGER NOT NULL                  -- the newest history row the export reflects
 );
-"""
+""" + ENROLMENTS_DDL + ";\n"
 
 
 class StoreFormatError(GradebookError, RuntimeError):
@@ -183,9 +194,15 @@ def _add_submitted_from(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE submissions ADD COLUMN submitted_from TEXT NOT NULL DEFAULT ''")
 
 
+def _add_enrolments(conn: sqlite3.Connection) -> None:
+    """Format 2 to 3: which learners each assignment expects (existing assignments: none recorded,
+    so every learner stays expected at them until they are graded again with a roster)."""
+    conn.execute(ENROLMENTS_DDL)
+
+
 # MIGRATIONS[n] upgrades a gradebook of format n to format n + 1, inside one transaction.
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: dict[int, Migration] = {1: _add_submitted_from}
+MIGRATIONS: dict[int, Migration] = {1: _add_submitted_from, 2: _add_enrolments}
 
 
 def create(conn: sqlite3.Connection, now: str) -> None:
