@@ -422,6 +422,10 @@ def test_enrolling_a_roster_records_each_learner_once_with_a_history_row(gb: sto
     assert store.enrolled(gb) == {"week2": {amy, cat}}
     rows = [c for c in store.learner_history(gb, cat) if c.what == "enrolment"]
     assert len(rows) == 1 and rows[0].assignment == "week2"
+    dan = store.register(gb, "Dan", lms_id="104").key
+    export = store.record_export(gb, "week2", "lms-import.csv")
+    store.enrol(gb, "week2", [dan])
+    assert store.changed_since(gb, export).learners == []  # an enrolment changes no grade to export
     with pytest.raises(store.StoreError, match="no learner with key 'nobody'"):
         store.enrol(gb, "week2", ["nobody"])
     with pytest.raises(store.StoreError, match="no assignment 'week9'"):

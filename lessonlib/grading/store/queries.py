@@ -252,6 +252,9 @@ class Changes:
     changes: list[Change] = field(default_factory=list)
 
 
+NOT_A_GRADE = ("enrolment",)  # history rows that change no learner's grade or feedback
+
+
 def changed_since(gradebook: Gradebook, export_id: int) -> Changes:
     """The history after export ``export_id``, for that export's assignment (or all, for a course export)."""
     row = gradebook.conn.execute("SELECT assignment_id, history_id FROM exports WHERE id = ?", (export_id,)).fetchone()
@@ -263,5 +266,6 @@ def changed_since(gradebook: Gradebook, export_id: int) -> Changes:
         where += " AND (h.assignment_id = ? OR (h.assignment_id IS NULL AND h.learner_id IS NOT NULL))"
         args.append(row["assignment_id"])
     changes = [_change(c) for c in gradebook.conn.execute(_HISTORY + where + " ORDER BY h.id", args)]
-    return Changes(sorted({c.learner for c in changes if c.learner}, key=str.lower),
+    grades = [c for c in changes if c.what not in NOT_A_GRADE]
+    return Changes(sorted({c.learner for c in grades if c.learner}, key=str.lower),
                    any(c.what == "late_policy" for c in changes), changes)
