@@ -8,6 +8,9 @@ only that exercise suffers.
 from __future__ import annotations
 
 import copy
+import csv
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -234,3 +237,15 @@ def stub_learner(folder: Path) -> Path:
 
 def masking(answers: dict[str, str] | None = None, **kwargs: object) -> dict[str, nbformat.NotebookNode]:
     return {"02_masking.ipynb": notebook("02_masking.ipynb", answers=answers, **kwargs)}
+
+
+def grade_masking(*args: str) -> subprocess.CompletedProcess:
+    """``lessonlib grade ARGS`` on 02_masking.ipynb alone, in a process of its own (2 s, 512 MB, quiet)."""
+    return subprocess.run([sys.executable, "-m", "lessonlib.cli", "grade", *args, "--timeout", "2", "--memory", "512",
+                           "--notebooks", "02_masking.ipynb", "--quiet"], capture_output=True, text=True, timeout=300)
+
+
+def summary_rows(out: Path) -> dict[str, dict[str, str]]:
+    """summary.csv of the output folder ``out``, by learner (the class rows in parentheses left out)."""
+    with open(out / "summary.csv", newline="") as f:
+        return {row["learner"]: row for row in csv.DictReader(f) if not row["learner"].startswith("(")}

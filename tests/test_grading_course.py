@@ -11,7 +11,6 @@ the cases where grades were silently wrong before there was one database per cou
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from grading_submissions import masking, write_learner
+from grading_submissions import grade_masking, masking, summary_rows, write_learner
 
 from lessonlib import cli
 
@@ -30,16 +29,6 @@ import time
 def masked_softmax(scores, allowed):
     time.sleep(60)
 '''
-
-
-def _grade(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lessonlib.cli", "grade", *args, "--timeout", "2", "--memory", "512",
-                           "--notebooks", MASKING, "--quiet"], capture_output=True, text=True, timeout=300)
-
-
-def _summary(out: Path) -> dict[str, dict[str, str]]:
-    with open(out / "summary.csv", newline="") as f:
-        return {row["learner"]: row for row in csv.DictReader(f) if not row["learner"].startswith("(")}
 
 
 def _points(out: Path, learner: str, exercise: str) -> float:
@@ -60,30 +49,30 @@ def test_a_second_grader_on_the_course_stops_naming_the_first(tmp_path: Path) ->
         while not (tmp_path / "gradebook.db.lock").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(1.0)
-        second = _grade(str(subs), "--out", str(tmp_path / "week2"))
+        second = grade_masking(str(subs), "--out", str(tmp_path / "week2"))
         assert second.returncode == 2, second.stderr
         assert str(first.pid) in second.stderr and "lessonlib" in second.stderr, second.stderr
     finally:
         first.kill()
         first.wait()
-    done = _grade(str(subs), "--out", str(out))  # the first was killed: its lock went with it
+    done = grade_masking(str(subs), "--out", str(out))  # the first was killed: its lock went with it
     assert done.returncode == 0, done.stderr
-    assert set(_summary(out)) == {"ann", "slow"}
+    assert set(summary_rows(out)) == {"ann", "slow"}
 
 
 def test_a_late_folder_moves_no_key_and_no_decision(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "week2"
     write_learner(tmp_path / "on-time" / "bob", masking({"masked_softmax": SLOW.replace("60", "0")}))
     write_learner(tmp_path / "on-time" / "bob-2", masking())
-    assert _grade(str(tmp_path / "on-time"), "--out", str(out)).returncode == 0
+    assert grade_masking(str(tmp_path / "on-time"), "--out", str(out)).returncode == 0
     assert cli.main(["override", "--out", str(out), "bob-2", "masked_softmax", "1", "--reason",
                      "regrade request: the answer is right up to rounding"]) == 0
-    before = _summary(out)
+    before = summary_rows(out)
     assert set(before) == {"bob", "bob-2"}
 
     write_learner(tmp_path / "late" / "Bob", masking())  # a late folder, named like bob
-    assert _grade(str(tmp_path / "late"), "--out", str(out)).returncode == 0
-    after = _summary(out)
+    assert grade_masking(str(tmp_path / "late"), "--out", str(out)).returncode == 0
+    after = summary_rows(out)
     assert set(after) == {"bob", "bob-2", "Bob-3"}, after  # every learner of the assignment, keys unmoved
     assert after["bob-2"]["points"] == before["bob-2"]["points"]
     assert _points(out, "bob-2", "masked_softmax") == 1.0
@@ -95,7 +84,7 @@ def test_a_late_folder_moves_no_key_and_no_decision(tmp_path: Path, capsys: pyte
 def test_an_override_needs_a_reason_and_is_in_the_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "week2"
     write_learner(tmp_path / "subs" / "ann", masking())
-    assert _grade(str(tmp_path / "subs"), "--out", str(out)).returncode == 0
+    assert grade_masking(str(tmp_path / "subs"), "--out", str(out)).returncode == 0
     with pytest.raises(SystemExit):
         cli.main(["override", "--out", str(out), "ann", "causal_mask", "0"])  # no --reason
     assert cli.main(["override", "--out", str(out), "ann", "causal_mask", "0", "--reason", "copied answer"]) == 0
@@ -111,7 +100,7 @@ def test_an_override_needs_a_reason_and_is_in_the_history(tmp_path: Path, capsys
 def test_an_unknown_learner_or_exercise_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "week2"
     write_learner(tmp_path / "subs" / "ann", masking())
-    assert _grade(str(tmp_path / "subs"), "--out", str(out)).returncode == 0
+    assert grade_masking(str(tmp_path / "subs"), "--out", str(out)).returncode == 0
     capsys.readouterr()
     assert cli.main(["override", "--out", str(out), "zed", "causal_mask", "1", "--reason", "x"]) == 2
     assert "zed" in capsys.readouterr().err

@@ -5,11 +5,8 @@ summary and the history."""
 
 from __future__ import annotations
 
-import csv
 import os
 import sqlite3
-import subprocess
-import sys
 import zipfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -17,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import nbformat
 import pytest
-from grading_submissions import masking, write_learner
+from grading_submissions import grade_masking, masking, summary_rows, write_learner
 
 from lessonlib import cli
 from lessonlib.grading import records as r
@@ -44,25 +41,15 @@ def _canvas_zip(path: Path, handed_in: dict[str, datetime]) -> Path:
     return path
 
 
-def _grade(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lessonlib.cli", "grade", *args, "--timeout", "2", "--memory", "512",
-                           "--notebooks", MASKING, "--quiet"], capture_output=True, text=True, timeout=300)
-
-
-def _summary(out: Path) -> dict[str, dict[str, str]]:
-    with open(out / "summary.csv", newline="") as f:
-        return {row["learner"]: row for row in csv.DictReader(f) if not row["learner"].startswith("(")}
-
-
 def test_a_day_and_a_half_late_loses_two_days_an_extension_saves_it_and_the_source_is_recorded(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     late = DUE + timedelta(days=1, hours=12)
     download = _canvas_zip(tmp_path / "submissions.zip",
                            {"ann": DUE - timedelta(hours=1), "ben": late, "cat": late})
     out = tmp_path / "week2"
-    graded = _grade(str(download), "--out", str(out), "--timezone", "UTC")
+    graded = grade_masking(str(download), "--out", str(out), "--timezone", "UTC")
     assert graded.returncode == 0, graded.stderr
-    before = _summary(out)
+    before = summary_rows(out)
     keys = {row["learner"].split("_")[0]: key for key, row in before.items()}
     assert set(keys) == {"ann", "ben", "cat"}
     full = float(before[keys["ben"]]["points"])
@@ -73,7 +60,7 @@ def test_a_day_and_a_half_late_loses_two_days_an_extension_saves_it_and_the_sour
                      "--floor", "0.5"]) == 0
     assert cli.main(["extend", "--out", str(out), keys["cat"], "--due", (DUE + timedelta(days=2)).isoformat(),
                      "--reason", "ill for two days"]) == 0
-    after = _summary(out)
+    after = summary_rows(out)
     assert float(after[keys["ben"]]["points"]) == pytest.approx(max_points - 0.2 * max_points)  # 2 started days
     assert "late" in after[keys["ben"]]["notes"] and "2 days after the due date" in after[keys["ben"]]["notes"]
     assert float(after[keys["cat"]]["points"]) == full and float(after[keys["ann"]]["points"]) == full
@@ -143,7 +130,7 @@ def test_the_worksheet_time_wins_over_the_files_and_names_its_source(tmp_path: P
 def test_an_unknown_time_zone_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'Mars/Olympus' is not a time zone name"):
         zone_of("Mars/Olympus")
-    done = _grade(str(tmp_path), "--out", str(tmp_path / "week2"), "--timezone", "Mars/Olympus")
+    done = grade_masking(str(tmp_path), "--out", str(tmp_path / "week2"), "--timezone", "Mars/Olympus")
     assert done.returncode == 2 and "Mars/Olympus" in done.stderr
 
 
