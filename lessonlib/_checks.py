@@ -11,14 +11,14 @@ FullyMasked = Literal["zeros", "nan", "raise"]  # what a row with no allowed key
 FULLY_MASKED_POLICIES: tuple[str, ...] = get_args(FullyMasked)
 
 
-def as_float_array(x: object, name: str) -> np.ndarray:
-    """Return ``x`` as a floating array; refuse NaN or infinite entries."""
+def as_float_array(x: object, name: str, *, finite: bool = True) -> np.ndarray:
+    """Return ``x`` as a floating array; refuse NaN or infinite entries unless ``finite=False``."""
     arr = np.asarray(x)
-    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+    if arr.dtype.kind not in "fiuc":  # bool, strings, objects, dates: not numbers to attend with
         raise TypeError(f"{name} must hold numbers, got dtype {arr.dtype}")
-    if not np.issubdtype(arr.dtype, np.floating):
+    if arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
-    if not np.all(np.isfinite(arr)):
+    if finite and not np.all(np.isfinite(arr)):
         raise ValueError(nonfinite_message(name, int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))))
     return arr
 
@@ -116,11 +116,14 @@ class AttentionInputs:
         return (output, *per_score)
 
 
-def attention_inputs(query: object, key: object, value: object) -> AttentionInputs:
-    """Check attention inputs and bring them to query (..., L, d_k), key (..., S, d_k), value (..., S, d_v)."""
-    query = as_float_array(query, "query")
-    key = as_float_array(key, "key")
-    value = as_float_array(value, "value")
+def attention_inputs(query: object, key: object, value: object, *, finite: bool = True) -> AttentionInputs:
+    """Check attention inputs and bring them to query (..., L, d_k), key (..., S, d_k), value (..., S, d_v).
+
+    ``finite=False`` leaves NaN and inf to the caller, which must then refuse them itself.
+    """
+    query = as_float_array(query, "query", finite=finite)
+    key = as_float_array(key, "key", finite=finite)
+    value = as_float_array(value, "value", finite=finite)
     if key.ndim < 2:
         raise ValueError(f"key must have shape (..., S, d_k), got {key.shape}")
     check_widths(query, key)

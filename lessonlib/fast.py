@@ -5,44 +5,38 @@
     fast.scaled_dot_product_attention(q, k, v, need_weights=False)  # the output alone
     fast.set_num_threads(1)                                         # one core, for a fair timing
 
-Every function here has the signature of its reference in :mod:`lessonlib.attention` or
-:mod:`lessonlib.cost` and gives the same numbers (to 1e-6 in float32, 1e-12 in float64: a
-different split into blocks can change the last bit of a sum). Nothing else in the package calls
-this module; a learner who times ``lessonlib.scaled_dot_product_attention`` times the formula.
+Every function has the signature of its reference in :mod:`lessonlib.attention` or
+:mod:`lessonlib.cost` and gives the same numbers (to 1e-6 in float32, 1e-12 in float64). Nothing
+else in the package calls this module: a learner who times the reference times the formula.
 
-What makes it fast:
+Dense attention spends its time in passes over the (L, S) scores; this module makes fewer of them
+and makes them where the data is (``benchmarks/attention.py`` measures each choice):
 
-- Threads. NumPy's element-wise passes (max, exp, sums) run on one core, and in dense attention
-  they cost more than the matmuls. NumPy releases the GIL inside its ufuncs and inside matmul, so
-  independent blocks of query rows run at the same time in plain Python threads.
-- BLAS on one thread per worker. Every block calls BLAS for its matmuls; were BLAS to start its
-  own threads too, they would compete for the same cores. While a call here runs, BLAS is limited
-  to one thread (with threadpoolctl); the limit is lifted when the call returns, error or not.
-  BLAS's thread count is a setting of the whole process, so a matmul that another thread of the
-  program runs at that moment is held to one thread as well.
-- Cache-sized blocks and in-place passes. Each block's scores are still in cache when its softmax
-  passes and its second matmul read them, and every pass writes into an existing buffer, so no
-  array beyond the results is made (and with ``need_weights=False``, none of size L x S at all).
-
-Inputs below a few tens of thousands of scores are done as one block on the calling thread: the
-per-block bookkeeping (tens of microseconds) would cost more than threads save.
+- exp of the scores alone: the row maximum is subtracted only when exp would leave its range.
+- row sums from the second matmul, weights @ [value | 1], not from a pass of their own.
+- whole arrays while the scores fit in the last-level cache; beyond it, blocks of query rows,
+  each through scores, exp and matmul while still in cache, on threads (NumPy releases the GIL
+  in ufuncs and matmul) with BLAS held to one thread so the two do not compete for cores.
+- temporaries in buffers kept per thread: fresh memory costs a page fault per 4 KiB every call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar, overload
 
 import numpy as np
 
-from lessonlib import attention
+from lessonlib import attention, cost
 from lessonlib._checks import (
     FullyMasked,
     as_allowed_mask,
@@ -55,23 +49,19 @@ from lessonlib._checks import (
     refuse_empty_rows,
 )
 from lessonlib.attention import AttentionResult
-from lessonlib.cost import TiledResult, check_tiled_inputs
-from lessonlib.masks import Align, query_start
 
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
 
 Item = TypeVar("Item")
 
-# Rows per block of dense attention: about this many bytes of scores. Such a block stays in cache
-# (the last level, if not a core's own 1-2 MiB) between its matmul and its softmax passes; smaller
-# blocks cost more in BLAS, which repacks the whole key and value matrices for every call.
+# Scores per row block, in bytes: small enough to stay in cache between a block's passes, large
+# enough that BLAS, which repacks the keys and values for every call, is not called too often.
 BLOCK_BYTES = 1 << 22
-# Below these sizes one block on the calling thread is faster: the per-block bookkeeping (tens of
-# microseconds of Python and thread hand-over per block) costs more than threads save. Measured on
-# 2 cores: blocks win from n = 512 for one (n, n) matrix and from n = 256 for eight.
-MIN_BLOCKED_SCORES = 1 << 15  # scores in one (L, S) matrix
-MIN_BLOCKED_TOTAL = 1 << 17  # scores in the whole (..., L, S) stack
+# Where Linux describes the first core's caches (one index* folder per cache, each with a size).
+CACHE_DIRECTORY = Path("/sys/devices/system/cpu/cpu0/cache")
+# Used when the system does not say how big its last-level cache is: a modest laptop's size.
+FALLBACK_CACHE_BYTES = 8 << 20
 
 
 # --- threads ---------------------------------------------------------------------------------------
@@ -91,7 +81,7 @@ class _Shared:
     threads = available_cores()
     pool: ThreadPoolExecutor | None = None
     pool_workers = 0
-    blas_users = 0  # calls now running, which share one BLAS limit
+    blas_users = 0  # calls now running on blocks, which share one BLAS limit
     blas_limit = None  # threadpoolctl's limiter while blas_users > 0
 
 
@@ -103,9 +93,9 @@ def get_num_threads() -> int:
 def set_num_threads(num_threads: int | None) -> int:
     """Let this module's functions use up to ``num_threads`` threads; None = all available cores.
 
-    Returns the previous setting, so a caller can put it back. BLAS runs on one thread inside
-    each call, so with 1 thread a call uses one core. Results do not depend on the setting beyond
-    rounding (a different split into blocks can change the last bit of a sum).
+    Returns the previous setting, so a caller can put it back. Row blocks hold BLAS to one thread,
+    so with 1 thread a call on blocks uses one core. Results do not depend on the setting beyond
+    rounding.
     """
     if num_threads is None:
         num_threads = available_cores()
@@ -117,16 +107,18 @@ def set_num_threads(num_threads: int | None) -> int:
 
 @dataclass(frozen=True)
 class ThreadInfo:
-    """Who may run how many threads right now: this module, BLAS (outside our calls), the machine."""
+    """Who may run how many threads right now: this module, BLAS (outside row blocks), the machine."""
 
-    fast_threads: int  # get_num_threads(): threads a call of this module may use
+    fast_threads: int  # get_num_threads(): threads a call on row blocks may use
     blas_threads: dict[str, int]  # BLAS library -> its current thread count
     cores: int  # available_cores()
+    cache_bytes: int  # cache_bytes(): the size that decides between whole arrays and row blocks
 
     def __str__(self) -> str:
         blas = ", ".join(f"{name} {n}" for name, n in self.blas_threads.items()) or "none found"
-        return (f"lessonlib.fast: {self.fast_threads} thread(s) (BLAS held to 1 inside its calls); "
-                f"BLAS otherwise: {blas}; cores available: {self.cores}")
+        return (f"lessonlib.fast: {self.fast_threads} thread(s) on row blocks, each with BLAS on 1; "
+                f"BLAS otherwise: {blas}; cores available: {self.cores}; "
+                f"last-level cache: {self.cache_bytes / 2**20:g} MiB")
 
 
 def thread_info() -> ThreadInfo:
@@ -135,7 +127,7 @@ def thread_info() -> ThreadInfo:
         f"{lib.internal_api} ({os.path.basename(lib.filepath)})": lib.num_threads
         for lib in _controller().select(user_api="blas").lib_controllers
     }
-    return ThreadInfo(get_num_threads(), blas, available_cores())
+    return ThreadInfo(get_num_threads(), blas, available_cores(), cache_bytes())
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:
@@ -167,30 +159,32 @@ def _controller() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def _hold_blas_to_one_thread() -> None:
-    """Limit BLAS to one thread; concurrent calls share the limit and the last one to finish lifts it."""
+@contextlib.contextmanager
+def _blas_on_one_thread() -> Iterator[None]:
+    """BLAS on one thread inside; concurrent calls share the limit and the last one out lifts it."""
     with _Shared.lock:
         if _Shared.blas_users == 0:
             _Shared.blas_limit = _controller().limit(limits=1, user_api="blas")
         _Shared.blas_users += 1
-
-
-def _release_blas() -> None:
-    with _Shared.lock:
-        _Shared.blas_users -= 1
-        if _Shared.blas_users == 0:
-            _Shared.blas_limit.restore_original_limits()
-            _Shared.blas_limit = None
+    try:
+        yield
+    finally:
+        with _Shared.lock:
+            _Shared.blas_users -= 1
+            if _Shared.blas_users == 0:
+                _Shared.blas_limit.restore_original_limits()
 
 
 def run_blocks(work: Callable[[Item], None], items: Sequence[Item]) -> None:
-    """Call ``work(item)`` for every item, spread over up to :func:`get_num_threads` threads.
+    """Call ``work(item)`` for every item (each writing its own slice), on up to get_num_threads() threads.
 
-    Items must be independent (each writes its own slice of an output). The calling thread works
-    too; each thread takes the next unstarted item when it finishes one, so a core slowed by
-    another program simply does fewer items. BLAS runs on one thread until this returns. The
-    first error raised by an item is raised here once every thread has stopped.
+    One item runs on the calling thread, BLAS left as it is. Otherwise the calling thread works
+    too, each thread takes the next item when it finishes one (a core slowed by another program
+    does fewer), BLAS runs on one thread, and the first error is raised once every thread stopped.
     """
+    if len(items) == 1:
+        work(items[0])
+        return
     workers = min(get_num_threads(), len(items))
     counter, counter_lock, failed = itertools.count(), threading.Lock(), threading.Event()
 
@@ -206,11 +200,7 @@ def run_blocks(work: Callable[[Item], None], items: Sequence[Item]) -> None:
                 failed.set()
                 raise
 
-    _hold_blas_to_one_thread()
-    try:
-        if workers <= 1:
-            take_items()
-            return
+    with _blas_on_one_thread():
         helpers = [_pool(workers - 1).submit(take_items) for _ in range(workers - 1)]
         try:
             take_items()
@@ -221,152 +211,198 @@ def run_blocks(work: Callable[[Item], None], items: Sequence[Item]) -> None:
         for error in errors:
             if error is not None:
                 raise error
-    finally:
-        _release_blas()
 
 
-# --- cutting the work into blocks ------------------------------------------------------------------
+# --- the size model: whole arrays in cache, row blocks beyond ----------------------------------------
 
 
-def worth_blocking(n_rows: int, n_cols: int, n_matrices: int = 1) -> bool:
-    """Whether a stack of ``n_matrices`` (n_rows, n_cols) score matrices is big enough for blocks."""
-    scores = n_rows * n_cols
-    return scores >= MIN_BLOCKED_SCORES and n_matrices * scores >= MIN_BLOCKED_TOTAL
+def _size_in_bytes(text: str) -> int:
+    """'32768K' or '1M' (how Linux writes a cache size) in bytes."""
+    text, units = text.strip(), {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
 
 
-def rows_per_block(n_rows: int, row_bytes: int, n_matrices: int = 1) -> int:
-    """Rows of one block of a stack of ``n_matrices`` (n_rows, .) matrices with rows of ``row_bytes``.
+@functools.cache
+def cache_bytes() -> int:
+    """The last-level cache of the first core, as Linux describes it; FALLBACK_CACHE_BYTES elsewhere.
 
-    About BLOCK_BYTES per block, but no more rows than give every thread two blocks to take.
+    Read from sysfs rather than ``sysconf``: inside a virtual machine ``sysconf`` can report the
+    host's cache, which this process does not have to itself.
     """
-    rows = BLOCK_BYTES // max(row_bytes, 1)
-    blocks_per_matrix = -(-2 * get_num_threads() // max(n_matrices, 1))  # ceiling division
-    rows = min(rows, -(-n_rows // blocks_per_matrix))
-    return max(1, min(n_rows, rows))
+    try:
+        sizes = [_size_in_bytes(path.read_text()) for path in CACHE_DIRECTORY.glob("index*/size")]
+    except (OSError, ValueError):
+        sizes = []
+    return max(sizes, default=FALLBACK_CACHE_BYTES)
 
 
-Block = tuple  # (*batch index, row slice): indexes one block of rows of a (..., L, S) stack
+Block = tuple  # (*batch index, row slice) into a (..., L, S) stack; (Ellipsis,) is the whole stack
 
 
-def row_blocks(shape: tuple[int, ...], itemsize: int) -> list[Block]:
-    """Blocks of query rows covering a (..., L, S) stack of ``itemsize``-byte scores.
+def row_blocks(shape: tuple[int, ...], itemsize: int, n_arrays: int = 1) -> list[Block]:
+    """Blocks of query rows covering a (..., L, S) stack, of which a call writes ``n_arrays``.
 
-    One block (the whole stack) when it is too small to be worth cutting.
+    The whole stack as one block while those arrays fit in the last-level cache: every pass is
+    quick there, and blocks would only add bookkeeping and hand-over between threads. Beyond it
+    every whole-array pass goes to main memory: blocks of about BLOCK_BYTES of scores, at least
+    two per thread so that a slow core can be made up for.
     """
-    batch, n_rows, n_cols = shape[:-2], shape[-2], shape[-1]
-    n_matrices = math.prod(batch)
-    if not worth_blocking(n_rows, n_cols, n_matrices):
+    if len(shape) < 2 or n_arrays * math.prod(shape) * itemsize <= cache_bytes():
         return [(Ellipsis,)]
-    rows = rows_per_block(n_rows, n_cols * itemsize, n_matrices)
+    batch, n_rows, n_cols = shape[:-2], shape[-2], shape[-1]
+    rows = max(1, BLOCK_BYTES // max(1, n_cols * itemsize))
+    blocks_per_matrix = -(-2 * get_num_threads() // max(1, math.prod(batch)))  # ceiling division
+    rows = max(1, min(rows, -(-n_rows // blocks_per_matrix)))
     return [(*index, slice(r0, r0 + rows)) for index in np.ndindex(batch) for r0 in range(0, n_rows, rows)]
 
 
-def _batch_index(block: Block) -> Block:
-    """The part of a block that picks one matrix of the stack (drops the row slice)."""
+def _batch(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """The broadcast of two batch shapes; the usual case, equal shapes, without NumPy's general rule."""
+    return a if a == b else np.broadcast_shapes(a, b)
+
+
+def _expand(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+    """(..., a, b) -> batch + (a, b), a view (``x`` itself when it has that batch already)."""
+    return x if x.shape[:-2] == batch else np.broadcast_to(x, batch + x.shape[-2:])
+
+
+def _matrix(block: Block) -> Block:
+    """The part of a block that picks one matrix of the stack (the row slice dropped)."""
     return block if block == (Ellipsis,) else block[:-1]
 
 
-# --- the kernels: the reference formulas, each pass writing in place --------------------------------
+_workspace = threading.local()  # each thread's buffers, by slot name
 
 
-def _softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
-    """Write the softmax of each row of ``x`` (..., S) into ``out`` (..., S); ``out`` may be ``x``."""
-    row_max = np.max(x, axis=-1, keepdims=True)  # (..., 1)
-    np.subtract(x, row_max, out=out)  # (..., S)
-    np.exp(out, out=out)
-    out /= np.sum(out, axis=-1, keepdims=True)
+def _scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised array from the calling thread's buffer named ``slot``, kept for its next call.
 
-
-def _masked_softmax_rows(scores: np.ndarray, allowed: np.ndarray, out: np.ndarray, fully_masked: FullyMasked) -> None:
-    """Write the masked softmax of each row of ``scores`` (..., S) into ``out``; ``out`` may be ``scores``.
-
-    ``allowed`` has the shape of ``scores`` (a broadcast view is fine). Rows with no allowed key
-    are zeros, or NaN under ``fully_masked="nan"`` ("raise" is checked before any block runs).
+    Fresh memory costs a page fault per 4 KiB on first touch, and the allocator hands freed memory
+    back to the system, so a call that allocated its temporaries would pay that on every call:
+    measured, up to a third of a call at n = 256. Buffers up to BLOCK_BYTES are kept per slot and
+    thread; larger ones are freed on return, where the faults are a small part of the work.
     """
-    if out is scores:
-        np.copyto(out, -np.inf, where=~allowed)
-    else:
-        np.copyto(out, -np.inf)
-        np.copyto(out, scores, where=allowed)  # (..., S): allowed scores, -inf elsewhere
-    row_max = np.max(out, axis=-1, keepdims=True)  # (..., 1), -inf where nothing is allowed
-    empty = np.isneginf(row_max)  # (..., 1)
-    row_max[empty] = 0.0  # such a row stays -inf, so exp gives zeros and not NaN
-    out -= row_max
-    np.exp(out, out=out)  # exp(-inf) = 0 for excluded keys
-    total = np.sum(out, axis=-1, keepdims=True)  # (..., 1), >= 1 on rows with an allowed key
-    np.divide(out, total, out=out, where=~empty)
-    if fully_masked == "nan":
-        out[np.broadcast_to(empty, out.shape)] = np.nan
+    buffers, size = _workspace.__dict__, math.prod(shape)
+    buffer = buffers.get(slot)
+    if buffer is None or buffer.dtype != dtype or buffer.size < size:
+        buffer = np.empty(size, dtype=dtype)
+        if buffer.nbytes <= BLOCK_BYTES:
+            buffers[slot] = buffer
+    return buffer[:size].reshape(shape)
 
 
-def _attend_unnormalised(
-    s: np.ndarray, allowed: np.ndarray | None, value: np.ndarray, out: np.ndarray, fully_masked: str
+# --- dense attention ----------------------------------------------------------------------------------
+
+
+def _sum_of_squares(x: np.ndarray, name: str) -> float:
+    """|x|^2 summed over every entry (one BLAS dot), refusing NaN and inf with the reference's error.
+
+    A NaN or inf entry makes the sum non-finite; only then are the entries counted, which raises.
+    Finite entries whose squares overflow give inf.
+    """
+    flat = x.ravel()  # a view of a contiguous array
+    total = float(np.dot(flat, flat))
+    if not math.isfinite(total):
+        as_float_array(x, name)  # raises, counting the entries that are not finite
+    return total
+
+
+@functools.cache
+def _exp_limits(dtype: np.dtype) -> tuple[float, float]:
+    """The largest finite number of ``dtype``, and the least row sum of exp(scores) taken alone.
+
+    A row whose sum reaches e^27 times the smallest normal number has a largest term that large:
+    every weight is then exact to rounding, and one that underflows is below e^-27 of the row.
+    """
+    info = np.finfo(dtype)
+    return float(info.max), float(info.tiny) * math.exp(27.0)
+
+
+def scores_stay_finite(scale: float, query_squares: float, key_squares: float, dtype: np.dtype) -> bool:
+    """Whether no score can overflow: |q_i . k_j| * |scale| <= |scale| * |Q| * |K| < the dtype's max."""
+    return abs(scale) * math.sqrt(query_squares * key_squares) < _exp_limits(dtype)[0]
+
+
+def _attend_rows(
+    q: np.ndarray, k_t: np.ndarray, v1: np.ndarray, blocked: np.ndarray | None,
+    s: np.ndarray, w: np.ndarray, products: np.ndarray, output: np.ndarray,
+    *, scores_finite: bool, fully_masked: str, keep_weights: bool, found: list[tuple[str, int]],
 ) -> None:
-    """out = softmax(s over allowed keys) @ value, dividing the output rather than the weights.
+    """Attention for some query rows (a block, or the whole call): s = q @ k^T, w its weights, output.
 
-    sum_j exp(s_j - m) v_j / sum_j exp(s_j - m) is the same number as weights @ value, with one
-    pass fewer over the (rows, S) scores, which are overwritten. s (..., S), value (S, d_v),
-    out (..., d_v); a row with no allowed key gives zeros, or NaN under ``fully_masked="nan"``.
+    q (rows, d_k) scaled; k_t (d_k, S); v1 (S, d_v + 1) the values beside a column of ones;
+    blocked (rows, S), True = not allowed, or None; s, w (rows, S), ``w`` may be ``s``; products
+    (rows, d_v + 1) and output (rows, d_v) are written. Subtracting each row's maximum before
+    exp changes no weight; it only keeps exp in range. So while no score can overflow, exp is
+    first taken of the scores alone, two passes fewer, and only if a row's sum then overflows or
+    is too small to trust (:func:`_exp_limits`) are these rows done again the reference's way.
+    What the reference would refuse is added to ``found`` for the caller to raise.
     """
-    if allowed is not None:
-        np.copyto(s, -np.inf, where=~allowed)
-    row_max = np.max(s, axis=-1, keepdims=True)  # (..., 1), -inf where nothing is allowed
-    empty = np.isneginf(row_max)  # (..., 1)
-    row_max[empty] = 0.0
-    s -= row_max
-    np.exp(s, out=s)  # (..., S), unnormalised weights
-    total = np.sum(s, axis=-1, keepdims=True)  # (..., 1)
-    np.matmul(s, value, out=out)  # (..., d_v)
-    np.divide(out, total, out=out, where=~empty)
-    if fully_masked == "nan":
-        out[np.broadcast_to(empty, out.shape)] = np.nan
+    np.matmul(q, k_t, out=s)
+    if scores_finite:
+        with np.errstate(over="ignore", invalid="ignore"):  # found by the check: the rows are done again
+            _exponentiate(s, w, blocked, shift=False, found=None)
+            if _normalise(w, v1, blocked, products, output, fully_masked, keep_weights, check=True):
+                return
+        np.matmul(q, k_t, out=s)  # w may have overwritten s
+    _exponentiate(s, w, blocked, shift=True, found=None if scores_finite else found)
+    _normalise(w, v1, blocked, products, output, fully_masked, keep_weights, check=False)
+    if not math.isfinite(float(products.sum())):  # finite weights and values give finite products
+        found.append(("values", 1))
 
 
-class _Nonfinite:
-    """Counts non-finite scores seen by the blocks of one masked call (the reference refuses them)."""
+def _exponentiate(s: np.ndarray, w: np.ndarray, blocked: np.ndarray | None, *, shift: bool,
+                  found: list[tuple[str, int]] | None) -> None:
+    """w = exp(s - each row's largest allowed score, or 0 without ``shift``) for allowed keys, else 0.
 
-    def __init__(self) -> None:
-        self.count, self.lock = 0, threading.Lock()
-
-    def check(self, scores: np.ndarray) -> None:
-        if not np.isfinite(np.sum(scores)):  # one cheap pass; only then count
-            bad = int(scores.size - np.count_nonzero(np.isfinite(scores)))
-            with self.lock:
-                self.count += bad
-
-    def refuse(self) -> None:
-        if self.count:
-            raise ValueError(nonfinite_message("scores", self.count))
-
-
-# --- the public functions ---------------------------------------------------------------------------
-
-
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """:func:`lessonlib.attention.softmax`, in row blocks on threads (along the last axis)."""
-    x = np.asarray(x)
-    if not np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float64)
-    if x.ndim < 2 or axis not in (-1, x.ndim - 1):
-        return attention.softmax(x, axis=axis)
-    out = np.empty(x.shape, dtype=x.dtype)  # (..., S)
-    run_blocks(lambda block: _softmax_rows(x[block], out[block]), row_blocks(x.shape, x.itemsize))
-    return out
+    s, w (rows, S); ``w`` may be ``s``. A row with no allowed key stays all zeros. With a list in
+    ``found`` and a mask, the scores that are not finite are counted there first, as the reference
+    refuses them before it masks.
+    """
+    if not shift:
+        np.exp(s, out=w)
+        if blocked is not None:
+            np.copyto(w, 0.0, where=blocked)
+        return
+    if blocked is not None:
+        if found is not None:
+            found.append(("scores", int(s.size - np.count_nonzero(np.isfinite(s)))))
+        np.copyto(w, s)
+        np.copyto(w, -np.inf, where=blocked)
+        s = w
+    row_max = np.max(s, axis=-1, keepdims=True)  # (rows, 1)
+    row_max[np.isneginf(row_max)] = 0.0
+    np.subtract(s, row_max, out=w)
+    np.exp(w, out=w)
 
 
-def masked_softmax(scores: np.ndarray, allowed: np.ndarray, *, fully_masked: FullyMasked = "zeros") -> np.ndarray:
-    """:func:`lessonlib.attention.masked_softmax`, in row blocks on threads."""
-    check_policy(fully_masked)
-    scores = as_float_array(scores, "scores")
-    allowed = as_allowed_mask(allowed, "allowed")
-    shape = broadcast_shape(scores.shape, allowed.shape, "scores and allowed mask")
-    if fully_masked == "raise":
-        refuse_empty_rows(allowed)
-    scores, allowed = np.broadcast_to(scores, shape), np.broadcast_to(allowed, shape)  # views
-    weights = np.empty(shape, dtype=scores.dtype)  # (..., S)
-    blocks = row_blocks(shape, weights.itemsize) if len(shape) >= 2 else [(Ellipsis,)]
-    run_blocks(lambda b: _masked_softmax_rows(scores[b], allowed[b], weights[b], fully_masked), blocks)
-    return weights
+def _normalise(w: np.ndarray, v1: np.ndarray, blocked: np.ndarray | None, products: np.ndarray,
+               output: np.ndarray, fully_masked: str, keep_weights: bool, *, check: bool) -> bool:
+    """output = (w @ v) / row sums, w divided too if kept; with ``check``, False if the sums fail.
+
+    One matmul w @ [v | 1] gives the weighted values and, in its last column, the row sums, so
+    the sums take no pass over w, and without weights to keep only (rows, d_v) is divided. The
+    sums fail when one is not finite, or is below the least sum of exp taken alone
+    (:func:`_exp_limits`) on a row with an allowed key.
+    """
+    np.matmul(w, v1, out=products)  # (rows, d_v + 1)
+    total = products[..., -1:]  # (rows, 1)
+    if check:
+        least = _exp_limits(w.dtype)[1]
+        if not math.isfinite(float(products.sum())):  # an overflow, or NaN
+            return False
+        if float(total.min()) < least:  # a row with no allowed key, or every score too low
+            if blocked is None or not blocked[(total < least)[..., 0]].all():
+                return False
+    if blocked is None:  # every row has an allowed key, so its sum is positive
+        inverse = 1.0 / total  # (rows, 1): one division per row, then multiplications
+    else:  # a row with no allowed key sums to 0: zeros, or NaN under fully_masked="nan"
+        inverse = np.full(total.shape, np.nan if fully_masked == "nan" else 0.0, dtype=total.dtype)
+        np.divide(1.0, total, out=inverse, where=total > 0)
+    np.multiply(products[..., :-1], inverse, out=output)
+    if keep_weights:
+        np.multiply(w, inverse, out=w)
+    return True
 
 
 @overload
@@ -391,173 +427,113 @@ def scaled_dot_product_attention(
     fully_masked: FullyMasked = "zeros",
     need_weights: bool = True,
 ) -> AttentionResult | np.ndarray:
-    """:func:`lessonlib.attention.scaled_dot_product_attention`, one block of query rows at a time.
+    """:func:`lessonlib.attention.scaled_dot_product_attention`, with fewer passes over the scores.
 
-    Each block goes through scores, softmax and weights @ value while it is still in cache; blocks
-    run on threads. With ``need_weights=False`` the output alone is returned, shaped like the
-    result's ``output``, and no (L, S) array is kept: each thread reuses one block-sized buffer.
+    With ``need_weights=False`` the output alone is returned, shaped like the result's ``output``,
+    and no (L, S) array is made: the scores go into one reused buffer per thread.
     """
     check_policy(fully_masked)
-    inputs = attention_inputs(query, key, value)
+    inputs = attention_inputs(query, key, value, finite=False)  # query, key: squares below; value: after
     q, k, v = inputs.query, inputs.key, inputs.value  # (..., L, d_k), (..., S, d_k), (..., S, d_v)
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (n_q, n_k)
-    allowed = None
+    n_q, n_k, dtype = q.shape[-2], k.shape[-2], np.result_type(q, k)
+    scale = 1.0 / math.sqrt(k.shape[-1]) if scale is None else scale
+    squares = _sum_of_squares(q, "query"), _sum_of_squares(k, "key")
+    scores_finite = scores_stay_finite(scale, *squares, dtype)
+    scores_shape = _batch(q.shape[:-2], k.shape[:-2]) + (n_q, n_k)
+    shape, blocked = scores_shape, None
     if mask is not None:
         allowed = as_allowed_mask(mask, "allowed")
         shape = broadcast_shape(scores_shape, allowed.shape, "scores and allowed mask")
         if fully_masked == "raise":
             refuse_empty_rows(allowed)
-    else:
-        shape = scores_shape
-    batch = np.broadcast_shapes(shape[:-2], v.shape[:-2])
+        blocked = ~allowed  # as given, so a broadcast mask is inverted once and small
+    batch = _batch(shape[:-2], v.shape[:-2])
     if need_weights and batch + (n_q, n_k) != scores_shape:
         # The mask or the value adds batch axes, so the reference's scores have fewer axes than
         # its weights or output. Rare; give exactly the reference's result, shapes and all.
         return attention.scaled_dot_product_attention(query, key, value, mask=mask, scale=scale,
                                                       fully_masked=fully_masked)
-    scale = 1.0 / math.sqrt(k.shape[-1]) if scale is None else scale
-    shape = batch + (n_q, n_k)
-    q = np.broadcast_to(q, batch + q.shape[-2:])  # (..., L, d_k), a view
-    k = np.broadcast_to(k, batch + k.shape[-2:])  # (..., S, d_k)
-    v = np.broadcast_to(v, batch + v.shape[-2:])  # (..., S, d_v)
-    if allowed is not None:
-        allowed = np.broadcast_to(allowed, shape)  # (..., L, S), a view
-    # matmul with out= into a transposed view skips BLAS's fast path (2x slower): transpose once
-    k_t = np.ascontiguousarray(np.swapaxes(k, -1, -2))  # (..., d_k, S)
-    dtype = np.result_type(q, k)
-    output = np.empty(batch + (n_q, v.shape[-1]), dtype=np.result_type(dtype, v))  # (..., L, d_v)
+    shape, out_dtype = batch + (n_q, n_k), np.result_type(dtype, v)
+    blocks = row_blocks(shape, dtype.itemsize, 2 if need_weights else 1)
+    # kept per thread between calls: fresh memory would cost page faults on every call
+    v1 = _scratch("values", v.shape[:-1] + (v.shape[-1] + 1,), out_dtype)  # (..., S, d_v + 1)
+    v1[..., :-1], v1[..., -1] = v, 1.0
+    k_t = np.swapaxes(k, -1, -2)  # (..., d_k, S), a view
+    if len(blocks) > 1:  # a block's matmul into an out= buffer needs the keys contiguous to stay fast
+        k_t = np.ascontiguousarray(k_t)
+    q, k_t, v1 = _expand(np.multiply(q, scale, dtype=dtype), batch), _expand(k_t, batch), _expand(v1, batch)
+    blocked = None if blocked is None else np.broadcast_to(blocked, shape)  # (..., L, S), a view
+    products = _scratch("products", batch + (n_q, v1.shape[-1]), out_dtype)  # (..., L, d_v + 1)
+    output = np.empty(batch + (n_q, v.shape[-1]), dtype=out_dtype)  # (..., L, d_v)
     scores = weights = None
     if need_weights:
         scores, weights = np.empty(shape, dtype=dtype), np.empty(shape, dtype=dtype)  # (..., L, S) each
-    scratch, nonfinite = threading.local(), _Nonfinite()
+    found: list[tuple[str, int]] = []  # what the reference refuses: ("scores", how many), ("values", 1)
+    if len(blocks) == 1:  # whole arrays, BLAS on its own threads
+        s = scores if need_weights else _scratch("scores", shape, dtype)  # (..., L, S)
+        _attend_rows(q, k_t, v1, blocked, s, s if weights is None else weights, products, output,
+                     scores_finite=scores_finite, fully_masked=fully_masked, keep_weights=need_weights, found=found)
+    else:
+        def attend(block: Block) -> None:
+            matrix = _matrix(block)
+            if need_weights:
+                s, w = scores[block], weights[block]  # (rows, S) each, views into the results
+            else:  # one buffer per thread, reused for every block it takes and kept for the next call
+                s = w = _scratch("scores", q[block].shape[:-1] + (n_k,), dtype)  # (rows, S)
+            _attend_rows(q[block], k_t[matrix], v1[matrix], None if blocked is None else blocked[block],
+                         s, w, products[block], output[block], scores_finite=scores_finite,
+                         fully_masked=fully_masked, keep_weights=need_weights, found=found)
 
-    def attend(block: Block) -> None:
-        index = _batch_index(block)
-        if need_weights:
-            s, w = scores[block], weights[block]  # (rows, S) each, views into the results
-        else:  # one buffer per thread, reused for every block it takes
-            rows_shape = q[block].shape[:-1] + (n_k,)
-            if getattr(scratch, "buffer", None) is None or scratch.buffer.size < math.prod(rows_shape):
-                scratch.buffer = np.empty(math.prod(rows_shape), dtype=dtype)
-            s = w = scratch.buffer[: math.prod(rows_shape)].reshape(rows_shape)  # (rows, S)
-        np.matmul(q[block], k_t[index], out=s)
-        s *= scale
-        if allowed is not None:
-            nonfinite.check(s)
-        if not need_weights:  # normalise the (rows, d_v) output, not the (rows, S) weights
-            _attend_unnormalised(s, None if allowed is None else allowed[block], v[index], output[block],
-                                 fully_masked)
-            return
-        if allowed is None:
-            _softmax_rows(s, w)
-        else:
-            _masked_softmax_rows(s, allowed[block], w, fully_masked)
-        np.matmul(w, v[index], out=output[block])  # (rows, d_v)
-
-    run_blocks(attend, row_blocks(shape, np.dtype(dtype).itemsize))
-    nonfinite.refuse()
+        run_blocks(attend, blocks)
+    if ("values", 1) in found:
+        as_float_array(v, "value")  # raises if NaN or inf in the values made the output so
+    bad_scores = sum(count for what, count in found if what == "scores")
+    if bad_scores:
+        raise ValueError(nonfinite_message("scores", bad_scores))
     if not need_weights:
         return inputs.restore(output)[0]
     return AttentionResult(*inputs.restore(output, weights, scores))
 
 
-def tiled_attention(
-    query: np.ndarray,
-    key: np.ndarray,
-    value: np.ndarray,
-    *,
-    block_size: int = 256,
-    causal: bool = False,
-    align: Align | None = None,
-    scale: float | None = None,
-) -> TiledResult:
-    """:func:`lessonlib.cost.tiled_attention`, its query blocks on threads, each reusing its own buffers.
-
-    Memory grows as L * d_v plus a constant per thread, as in the reference.
-    """
-    block_size = check_positive_int(block_size, "block_size")
-    query = as_float_array(query, "query")
-    key = as_float_array(key, "key")
-    value = as_float_array(value, "value")
-    check_tiled_inputs(query, key, value)
-    n_q, n_k = query.shape[-2], key.shape[-2]
-    scale = 1.0 / math.sqrt(key.shape[-1]) if scale is None else scale
-    first_query = query_start(n_q, n_k, align, "causal tiled attention") if causal else 0
-    dtype = np.result_type(query, key, value)
-    batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    query = np.broadcast_to(query, batch + query.shape[-2:])  # (..., L, d_k), a view
-    key = np.broadcast_to(key, batch + key.shape[-2:])  # (..., S, d_k)
-    value = np.broadcast_to(value, batch + value.shape[-2:])  # (..., S, d_v)
-    key_t = np.ascontiguousarray(np.swapaxes(key, -1, -2))  # (..., d_k, S): see scaled_dot_product_attention
-    output = np.empty(batch + (n_q, value.shape[-1]), dtype=dtype)  # (..., L, d_v)
-    logsumexp = np.empty(batch + (n_q,), dtype=dtype)  # (..., L)
-    # Large stacks: one item per (batch index, query block), so threads share the work and each
-    # item's tiles stay in cache. Small ones: one item per query block across the whole batch.
-    indexes = list(np.ndindex(batch)) if worth_blocking(n_q, n_k, math.prod(batch)) else [()]
-
-    def attend(item: tuple[tuple[int, ...], int]) -> None:
-        index, q0 = item
-        rows = slice(q0, min(q0 + block_size, n_q))
-        q_block = query[(*index, Ellipsis, rows, slice(None))] * scale  # (..., bq, d_k)
-        _attend_query_block(
-            q_block, key_t[index], value[index], q0 + first_query if causal else None, block_size,
-            output[(*index, Ellipsis, rows, slice(None))], logsumexp[(*index, Ellipsis, rows)],
-        )
-
-    run_blocks(attend, [(index, q0) for index in indexes for q0 in range(0, n_q, block_size)])
-    return TiledResult(output=output, logsumexp=logsumexp)
+# --- softmax: the core's formulas on row blocks -------------------------------------------------------
 
 
-def _attend_query_block(
-    q_block: np.ndarray,
-    key_t: np.ndarray,
-    value: np.ndarray,
-    first_pos: int | None,
-    block_size: int,
-    out: np.ndarray,
-    logsumexp: np.ndarray,
-) -> None:
-    """Online softmax of one scaled query block over all key blocks, written into ``out`` and ``logsumexp``.
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """:func:`lessonlib.attention.softmax`, on row blocks on threads once they pay (last axis)."""
+    x = np.asarray(x)
+    dtype = x.dtype if np.issubdtype(x.dtype, np.floating) else np.dtype(np.float64)
+    blocks = row_blocks(x.shape, dtype.itemsize) if axis in (-1, x.ndim - 1) else [(Ellipsis,)]
+    if len(blocks) == 1:
+        return attention.softmax(x, axis=axis)
+    out = np.empty(x.shape, dtype=dtype)  # (..., S)
+    run_blocks(lambda block: np.copyto(out[block], attention.softmax(x[block])), blocks)
+    return out
 
-    q_block (..., bq, d_k), key_t (..., d_k, S) the keys transposed, value (..., S, d_v), out
-    (..., bq, d_v), logsumexp (..., bq); ``first_pos`` is the block's first query position for the
-    causal rule (None = no mask). Every step writes into buffers made once here, so the loop
-    allocates nothing of size bq x bk.
-    """
-    n_rows, n_keys, dtype = q_block.shape[-2], key_t.shape[-1], np.result_type(q_block, key_t, value)
-    shape = np.broadcast_shapes(q_block.shape[:-2], key_t.shape[:-2]) + (n_rows,)
-    running_max = np.full(shape, -np.inf, dtype=dtype)  # (..., bq)
-    new_max, rescale, row_sum = (np.empty_like(running_max) for _ in range(3))  # (..., bq)
-    denom = np.zeros(shape, dtype=dtype)  # (..., bq)
-    acc = np.zeros(shape + (value.shape[-1],), dtype=dtype)  # (..., bq, d_v)
-    tile = np.empty(shape + (min(block_size, n_keys),), dtype=dtype)  # (..., bq, bk)
-    block_out = np.empty_like(acc)  # (..., bq, d_v)
-    for k0 in range(0, n_keys, block_size):
-        k1 = min(k0 + block_size, n_keys)
-        if first_pos is not None and k0 > first_pos + n_rows - 1:
-            break  # this block and all later ones are in every query's future
-        s = tile[..., : k1 - k0]  # (..., bq, bk); the last key block may be narrower
-        np.matmul(q_block, key_t[..., k0:k1], out=s)
-        if first_pos is not None and k1 - 1 > first_pos:  # the block crosses the diagonal
-            allowed = (np.arange(n_rows)[:, None] + first_pos) >= np.arange(k0, k1)[None, :]  # (bq, bk)
-            np.copyto(s, -np.inf, where=~allowed)
-        np.max(s, axis=-1, out=new_max)
-        np.maximum(running_max, new_max, out=new_max)  # (..., bq)
-        shift = new_max
-        if first_pos is not None:  # a row with nothing allowed yet keeps -inf: shift it by 0
-            shift = np.where(np.isneginf(new_max), 0.0, new_max)
-        np.subtract(running_max, shift, out=rescale)
-        np.exp(rescale, out=rescale)  # (..., bq); 0 where the old max was -inf
-        s -= shift[..., None]
-        np.exp(s, out=s)  # now unnormalised probabilities p
-        denom *= rescale
-        denom += np.sum(s, axis=-1, out=row_sum)
-        acc *= rescale[..., None]
-        acc += np.matmul(s, value[..., k0:k1, :], out=block_out)  # (..., bq, d_v)
-        running_max, new_max = new_max, running_max
-    seen = denom > 0  # (..., bq); False on a row with no allowed key
-    np.divide(acc, denom[..., None], out=acc, where=seen[..., None])
-    out[...] = acc
-    np.log(denom, out=row_sum, where=seen)
-    logsumexp[...] = np.where(seen, running_max + row_sum, -np.inf)
+
+def masked_softmax(scores: np.ndarray, allowed: np.ndarray, *, fully_masked: FullyMasked = "zeros") -> np.ndarray:
+    """:func:`lessonlib.attention.masked_softmax`, on row blocks on threads once they pay."""
+    check_policy(fully_masked)
+    scores = as_float_array(scores, "scores")
+    allowed = as_allowed_mask(allowed, "allowed")
+    shape = broadcast_shape(scores.shape, allowed.shape, "scores and allowed mask")
+    blocks = row_blocks(shape, scores.itemsize)
+    if len(blocks) == 1:
+        return attention.masked_softmax(scores, allowed, fully_masked=fully_masked)
+    if fully_masked == "raise":
+        refuse_empty_rows(allowed)
+    scores, allowed = np.broadcast_to(scores, shape), np.broadcast_to(allowed, shape)  # views
+    weights = np.empty(shape, dtype=scores.dtype)  # (..., S)
+
+    def normalise(block: Block) -> None:
+        np.copyto(weights[block], attention.masked_softmax(scores[block], allowed[block], fully_masked=fully_masked))
+
+    run_blocks(normalise, blocks)
+    return weights
+
+
+# --- tiled attention ----------------------------------------------------------------------------------
+
+# The reference's own function. Its time goes to the Python overhead of many small tiles, not to
+# long passes; threads over its query blocks, with every tile in a reused buffer, measured 0.88 to
+# 1.23 times the reference's time on 2 cores (n = 1024 to 4096, one and eight heads).
+tiled_attention = cost.tiled_attention

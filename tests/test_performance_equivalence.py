@@ -1,11 +1,13 @@
 """lessonlib.fast gives the reference modules' numbers; nothing here is timed.
 
-lessonlib.fast does dense attention, softmax and masked_softmax in blocks of query rows on
-several threads, and runs tiled attention's query blocks on threads. To reach the blocked paths
-with small inputs, the tests shrink the switch-over size and the block size; they then compare
-with the reference (lessonlib.attention, lessonlib.cost) to 1e-6 (float32) and 1e-12 (float64),
-absolute and relative, across thread counts, batch and head axes, masks, causal alignments and
-block sizes that do not divide n.
+lessonlib.fast does dense attention, softmax and masked_softmax on whole arrays while they fit
+in the last-level cache and in blocks of query rows on several threads beyond it, takes exp of
+the scores directly when their bound allows, and runs tiled attention's query blocks on threads.
+To reach every path with small inputs, the tests set the cache size the switch-over reads, the
+block size, and whether exp may skip the row maximum; they then compare with the reference
+(lessonlib.attention, lessonlib.cost) to 1e-6 (float32) and 1e-12 (float64), absolute and
+relative, across thread counts, batch and head axes, masks, causal alignments and block sizes that
+do not divide n. One test crosses the real switch-over, with nothing patched.
 """
 
 from __future__ import annotations
@@ -34,15 +36,22 @@ def threads(request):
     fast.set_num_threads(previous)
 
 
-@pytest.fixture(params=[None, 1, 600, 1 << 20], ids=["oneblock", "1row", "fewrows", "wholeblocks"])
+@pytest.fixture(params=[None, 1, 600, 1 << 20], ids=["whole", "1row", "fewrows", "wholeblocks"])
 def blocked(request, monkeypatch):
-    """Run the fast path as one block, or in blocks of one row, a few rows, or the default size."""
+    """Run the fast path on whole arrays, or in blocks of one row, a few rows, or the default size."""
     if request.param is None:
-        monkeypatch.setattr(fast, "MIN_BLOCKED_SCORES", math.inf)
+        monkeypatch.setattr(fast, "cache_bytes", lambda: math.inf)
     else:
-        monkeypatch.setattr(fast, "MIN_BLOCKED_SCORES", 1)
-        monkeypatch.setattr(fast, "MIN_BLOCKED_TOTAL", 1)
+        monkeypatch.setattr(fast, "cache_bytes", lambda: 0)
         monkeypatch.setattr(fast, "BLOCK_BYTES", request.param)
+
+
+@pytest.fixture(params=[True, False], ids=["exp-direct", "row-max"])
+def exp_direct(request, monkeypatch):
+    """Let exp be tried on the scores alone, or make every block subtract the row maximum."""
+    if not request.param:
+        monkeypatch.setattr(fast, "scores_stay_finite", lambda *args: False)
+    return request.param
 
 
 def close(actual, expected, dtype):
@@ -88,7 +97,7 @@ def masks(n_q: int, n_k: int, batch: tuple[int, ...] = ()) -> dict[str, np.ndarr
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("mask_name", list(masks(5, 5)))
-def test_fast_attention_equals_the_reference(dtype, shape, mask_name, threads, blocked):
+def test_fast_attention_equals_the_reference(dtype, shape, mask_name, threads, blocked, exp_direct):
     q_shape, k_shape, v_shape = SHAPES[shape]
     q, k, v = normal(q_shape, dtype), normal(k_shape, dtype), normal(v_shape, dtype)
     n_q = 1 if len(q_shape) == 1 else q_shape[-2]
@@ -133,37 +142,78 @@ def test_fast_softmax_and_masked_softmax_equal_the_reference(dtype, threads, blo
     close(fast.masked_softmax(row, row > 0), L.masked_softmax(row, row > 0), dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("block_size", [1, 7, 16, 64])
-@pytest.mark.parametrize("causal, align", [(False, None), (True, "top-left"), (True, "bottom-right")])
-@pytest.mark.parametrize("split", [True, False], ids=["per-matrix", "whole-batch"])
-def test_fast_tiled_equals_the_reference(dtype, block_size, causal, align, split, threads, monkeypatch):
-    monkeypatch.setattr(fast, "MIN_BLOCKED_SCORES", 1 if split else math.inf)
-    monkeypatch.setattr(fast, "MIN_BLOCKED_TOTAL", 1)
-    q, k, v = normal((2, 3, 37, 8), dtype), normal((2, 1, 45, 8), dtype), normal((2, 1, 45, 5), dtype)
-    expected = L.tiled_attention(q, k, v, block_size=block_size, causal=causal, align=align)
-    result = fast.tiled_attention(q, k, v, block_size=block_size, causal=causal, align=align)
-    close(result.output, expected.output, dtype)
-    close(result.logsumexp, expected.logsumexp, dtype)
-    # and the dense result: float32 rounds the scaled query, not the scores, so allow 4e-6 there
-    mask = L.causal_mask(37, 45, align=align) if causal else None
-    dense = L.scaled_dot_product_attention(q, k, v, mask=mask).output
-    np.testing.assert_allclose(result.output, dense, rtol=0, atol=4e-6 if dtype == np.float32 else 1e-12)
+def test_fast_tiled_attention_is_the_reference():
+    """Threads over tiles measured no faster, so lessonlib.fast offers the reference's own function."""
+    assert fast.tiled_attention is L.tiled_attention
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_default_thresholds_at_a_moderate_size(dtype, threads):
-    """A (2, 300, 300) stack crosses the real switch-over sizes: no patched constants."""
-    q, k, v = (normal((2, 300, 16), dtype) for _ in range(3))
-    assert fast.worth_blocking(300, 300, 2)
-    mask = L.causal_mask(300)
-    for m in (None, mask):
-        result = fast.scaled_dot_product_attention(q, k, v, mask=m)
-        expected = L.scaled_dot_product_attention(q, k, v, mask=m)
-        for name in ("scores", "weights", "output"):
-            close(getattr(result, name), getattr(expected, name), dtype)
-        close(fast.scaled_dot_product_attention(q, k, v, mask=m, need_weights=False), expected.output, dtype)
-    close(fast.tiled_attention(q, k, v, block_size=128, causal=True).output, expected.output, dtype)
+def test_the_real_switch_over_from_whole_arrays_to_row_blocks(threads):
+    """Just past this machine's last-level cache the scores are cut into row blocks: nothing patched."""
+    n = math.isqrt(fast.cache_bytes() // 4) + 1  # the smallest n whose (n, n) float32 scores outgrow it
+    if n > 6000:
+        pytest.skip(f"a {fast.cache_bytes() >> 20} MiB cache: the reference would need GiBs to compare")
+    assert fast.row_blocks((n - 1, n - 1), 4) == [(Ellipsis,)]
+    assert len(fast.row_blocks((n, n), 4)) >= 2 * fast.get_num_threads()
+    q, k, v = (normal((n, 16), np.float32) for _ in range(3))
+    for mask in (None, L.causal_mask(n)):
+        expected = L.scaled_dot_product_attention(q, k, v, mask=mask).output
+        close(fast.scaled_dot_product_attention(q, k, v, mask=mask, need_weights=False), expected, np.float32)
+
+
+def test_scores_too_large_or_too_small_for_exp_alone_take_the_row_maximum(blocked, monkeypatch):
+    """exp of the scores alone overflows, or underflows a whole row: those blocks are done again."""
+    q, k, v = normal((2, 37, 8), np.float64), normal((2, 45, 8), np.float64), normal((2, 45, 5), np.float64)
+    mask = masks(37, 45)["random-with-empty-row"]
+    shifted = []
+    exponentiate = fast._exponentiate
+
+    def watching(s, w, blocked, *, shift, found):
+        shifted.append(shift)
+        exponentiate(s, w, blocked, shift=shift, found=found)
+
+    monkeypatch.setattr(fast, "_exponentiate", watching)
+    above = (np.abs(q) + 1, np.abs(k) + 1)  # every score above 100 * 8 = 800: exp(800) overflows
+    below = (np.abs(q) + 1, -np.abs(k) - 1)  # every score below -800: a whole row underflows
+    for (query, key), scale in [(above, 100.0), (below, 100.0), (above, -100.0)]:
+        for m in (None, mask):
+            shifted.clear()
+            expected = L.scaled_dot_product_attention(query, key, v, mask=m, scale=scale)
+            result = fast.scaled_dot_product_attention(query, key, v, mask=m, scale=scale)
+            for name in ("scores", "weights", "output"):
+                close(getattr(result, name), getattr(expected, name), np.float64)
+            close(fast.scaled_dot_product_attention(query, key, v, mask=m, scale=scale, need_weights=False),
+                  expected.output, np.float64)
+            assert shifted.count(False) and shifted.count(True)  # tried alone, then done again
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_buffers_kept_between_calls_never_reach_a_result(blocked, need_weights):
+    """The temporaries kept per thread are reused by the next call; what a call returned is not."""
+    inputs = [tuple(normal((2, 3, 37, 8), np.float64) for _ in range(3)) for _ in range(2)]
+    first = fast.scaled_dot_product_attention(*inputs[0], need_weights=need_weights)
+    returned = (first.output, first.weights, first.scores) if need_weights else (first,)
+    copies = [np.array(a) for a in returned]
+    fast.scaled_dot_product_attention(*inputs[1], need_weights=need_weights)  # same shapes: same buffers
+    for array, copy in zip(returned, copies):
+        np.testing.assert_array_equal(array, copy)
+
+
+def test_the_cache_size_is_read_from_linux_and_falls_back(tmp_path, monkeypatch):
+    for text, size in (("32768K\n", 32 << 20), ("1M", 1 << 20), ("512", 512)):
+        assert fast._size_in_bytes(text) == size
+    for level, size in ((1, "48K"), (2, "2048K"), (3, "16M")):
+        (tmp_path / f"index{level}").mkdir()
+        (tmp_path / f"index{level}" / "size").write_text(size + "\n")
+    monkeypatch.setattr(fast, "CACHE_DIRECTORY", tmp_path)
+    fast.cache_bytes.cache_clear()
+    try:
+        assert fast.cache_bytes() == 16 << 20
+        monkeypatch.setattr(fast, "CACHE_DIRECTORY", tmp_path / "missing")
+        fast.cache_bytes.cache_clear()
+        assert fast.cache_bytes() == fast.FALLBACK_CACHE_BYTES
+    finally:
+        monkeypatch.undo()
+        fast.cache_bytes.cache_clear()
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
@@ -179,6 +229,10 @@ def test_fast_errors_match_the_reference(blocked):
         ((q, k, v), dict(fully_masked="ignore")),
         # float16 scores overflow to inf: the reference refuses them before the masked softmax
         ((np.full((40, 8), 300.0, dtype=np.float16),) * 3, dict(mask=np.ones((40, 40), dtype=bool))),
+        ((np.where(q > 2, np.nan, q), k, v), {}),  # non-finite inputs, named in the reference's order
+        ((q, np.where(k > 2, -np.inf, k), np.where(v > 2, np.nan, v)), dict(mask=allowed, fully_masked="nan")),
+        ((q, k, np.where(v > 2, np.inf, v)), {}),
+        (([[1.0, 2.0]], [[1.0, 2.0]], [[True]]), {}),  # a boolean value
     ]
     for args, kwargs in calls:
         with pytest.raises((ValueError, TypeError)) as expected:
@@ -279,16 +333,15 @@ def test_runner_called_from_inside_a_worker_does_not_wait_on_itself():
 
 def test_the_blas_limit_holds_inside_a_call_only(threads, monkeypatch):
     """During a fast call BLAS runs on one thread; before and after, on whatever it ran before."""
-    monkeypatch.setattr(fast, "MIN_BLOCKED_SCORES", 1)
-    monkeypatch.setattr(fast, "MIN_BLOCKED_TOTAL", 1)
+    monkeypatch.setattr(fast, "cache_bytes", lambda: 0)
     inside = []
-    softmax_rows = fast._softmax_rows
+    exponentiate = fast._exponentiate
 
-    def watching(x, out):
+    def watching(s, w, blocked, *, shift, found):
         inside.append(_blas_threads())
-        softmax_rows(x, out)
+        exponentiate(s, w, blocked, shift=shift, found=found)
 
-    monkeypatch.setattr(fast, "_softmax_rows", watching)
+    monkeypatch.setattr(fast, "_exponentiate", watching)
     before = _blas_threads()
     q = normal((3, 40, 8), np.float64)
     fast.scaled_dot_product_attention(q, q, q)
