@@ -22,7 +22,7 @@ import pytest
 from threadpoolctl import ThreadpoolController
 
 import lessonlib as L
-from lessonlib import fast
+from lessonlib import _machine, fast
 
 TOLERANCE = {np.float32: 1e-6, np.float64: 1e-12}
 RNG = np.random.default_rng(8)
@@ -200,17 +200,17 @@ def test_buffers_kept_between_calls_never_reach_a_result(blocked, need_weights):
 
 def test_the_cache_size_is_read_from_linux_and_falls_back(tmp_path, monkeypatch):
     for text, size in (("32768K\n", 32 << 20), ("1M", 1 << 20), ("512", 512)):
-        assert fast._size_in_bytes(text) == size
+        assert _machine._size_in_bytes(text) == size
     for level, size in ((1, "48K"), (2, "2048K"), (3, "16M")):
         (tmp_path / f"index{level}").mkdir()
         (tmp_path / f"index{level}" / "size").write_text(size + "\n")
-    monkeypatch.setattr(fast, "CACHE_DIRECTORY", tmp_path)
+    monkeypatch.setattr(_machine, "CACHE_DIRECTORY", tmp_path)
     fast.cache_bytes.cache_clear()
     try:
         assert fast.cache_bytes() == 16 << 20
-        monkeypatch.setattr(fast, "CACHE_DIRECTORY", tmp_path / "missing")
+        monkeypatch.setattr(_machine, "CACHE_DIRECTORY", tmp_path / "missing")
         fast.cache_bytes.cache_clear()
-        assert fast.cache_bytes() == fast.FALLBACK_CACHE_BYTES
+        assert fast.cache_bytes() == _machine.FALLBACK_CACHE_BYTES
     finally:
         monkeypatch.undo()
         fast.cache_bytes.cache_clear()
