@@ -14,9 +14,9 @@ and makes them where the data is (``benchmarks/attention.py`` measures each choi
 
 - exp of the scores alone: the row maximum is subtracted only when exp would leave its range.
 - row sums from the second matmul, weights @ [value | 1], not from a pass of their own.
-- whole arrays while the scores fit in the last-level cache; beyond it, blocks of query rows,
-  each through scores, exp and matmul while still in cache, on threads (NumPy releases the GIL
-  in ufuncs and matmul) with BLAS held to one thread so the two do not compete for cores.
+- whole arrays until the scores outgrow the last-level cache (:func:`blocks_pay`); then blocks
+  of query rows, each through scores, exp and matmul while still in cache, on threads (NumPy
+  releases the GIL in ufuncs and matmul) with BLAS held to one thread so the two do not compete.
 - temporaries in buffers kept per thread: fresh memory costs a page fault per 4 KiB every call.
 """
 
@@ -56,22 +56,35 @@ from lessonlib.attention import AttentionResult
 BLOCK_BYTES = 1 << 22
 
 
-# --- the size model: whole arrays in cache, row blocks beyond ----------------------------------------
+# --- the size model: whole arrays in cache, row blocks beyond it ------------------------------------
 
 
 Block = tuple  # (*batch index, row slice) into a (..., L, S) stack; (Ellipsis,) is the whole stack
 
 
-def row_blocks(shape: tuple[int, ...], itemsize: int, n_arrays: int = 1) -> list[Block]:
-    """Blocks of query rows covering a (..., L, S) stack, of which a call writes ``n_arrays``.
+def blocks_pay(matrix_bytes: int, n_matrices: int, *, keep_weights: bool) -> bool:
+    """Whether attention over ``n_matrices`` (L, S) score matrices of ``matrix_bytes`` each takes row blocks.
 
-    The whole stack as one block while those arrays fit in the last-level cache: every pass is
-    quick there, and blocks would only add bookkeeping and hand-over between threads. Beyond it
-    every whole-array pass goes to main memory: blocks of about BLOCK_BYTES of scores, at least
-    two per thread so that a slow core can be made up for.
+    Measured (``benchmarks/attention.py``), row blocks on threads beat whole arrays in two cases:
+    - without weights to return, once one matrix's scores outgrow the last-level cache: a
+      block's scores then stay in cache through its three passes, where each pass over a whole
+      matrix would go to main memory;
+    - once the arrays the call writes reach 8 times the cache: the first touch of that much fresh
+      memory and the passes over it, on one thread with whole arrays, are then worth sharing.
+      Below that, returned weights must be written to memory in either path, and whole arrays,
+      BLAS on its own threads, were faster (0.84 against 1.03 of the plain version at n = 4096).
     """
-    if len(shape) < 2 or n_arrays * math.prod(shape) * itemsize <= cache_bytes():
-        return [(Ellipsis,)]
+    cache = cache_bytes()
+    written = matrix_bytes * n_matrices * (2 if keep_weights else 1)
+    return written > 8 * cache or (not keep_weights and matrix_bytes > cache)
+
+
+def row_blocks(shape: tuple[int, ...], itemsize: int) -> list[Block]:
+    """Blocks of query rows covering a (..., L, S) stack of ``itemsize``-byte entries.
+
+    About BLOCK_BYTES of scores each, and at least two per thread so that a slow core can be
+    made up for.
+    """
     batch, n_rows, n_cols = shape[:-2], shape[-2], shape[-1]
     rows = max(1, BLOCK_BYTES // max(1, n_cols * itemsize))
     blocks_per_matrix = -(-2 * get_num_threads() // max(1, math.prod(batch)))  # ceiling division
@@ -277,7 +290,8 @@ def scaled_dot_product_attention(
         return attention.scaled_dot_product_attention(query, key, value, mask=mask, scale=scale,
                                                       fully_masked=fully_masked)
     shape, out_dtype = batch + (n_q, n_k), np.result_type(dtype, v)
-    blocks = row_blocks(shape, dtype.itemsize, 2 if need_weights else 1)
+    blocked_rows = blocks_pay(n_q * n_k * dtype.itemsize, math.prod(batch), keep_weights=need_weights)
+    blocks = row_blocks(shape, dtype.itemsize) if blocked_rows else [(Ellipsis,)]
     # kept per thread between calls: fresh memory would cost page faults on every call
     v1 = _scratch("values", v.shape[:-1] + (v.shape[-1] + 1,), out_dtype)  # (..., S, d_v + 1)
     v1[..., :-1], v1[..., -1] = v, 1.0
@@ -331,8 +345,7 @@ def masked_softmax(scores: np.ndarray, allowed: np.ndarray, *, fully_masked: Ful
     scores = as_float_array(scores, "scores")
     allowed = as_allowed_mask(allowed, "allowed")
     shape = broadcast_shape(scores.shape, allowed.shape, "scores and allowed mask")
-    blocks = row_blocks(shape, scores.itemsize)
-    if len(blocks) == 1:
+    if len(shape) < 2 or math.prod(shape) * scores.itemsize <= cache_bytes():  # in cache: the reference
         return attention.masked_softmax(scores, allowed, fully_masked=fully_masked)
     if fully_masked == "raise":
         refuse_empty_rows(allowed)
@@ -342,7 +355,7 @@ def masked_softmax(scores: np.ndarray, allowed: np.ndarray, *, fully_masked: Ful
     def normalise(block: Block) -> None:
         np.copyto(weights[block], attention.masked_softmax(scores[block], allowed[block], fully_masked=fully_masked))
 
-    run_blocks(normalise, blocks)
+    run_blocks(normalise, row_blocks(shape, scores.itemsize))
     return weights
 
 

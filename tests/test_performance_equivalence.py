@@ -152,8 +152,13 @@ def test_the_real_switch_over_from_whole_arrays_to_row_blocks(threads):
     n = math.isqrt(fast.cache_bytes() // 4) + 1  # the smallest n whose (n, n) float32 scores outgrow it
     if n > 6000:
         pytest.skip(f"a {fast.cache_bytes() >> 20} MiB cache: the reference would need GiBs to compare")
-    assert fast.row_blocks((n - 1, n - 1), 4) == [(Ellipsis,)]
+    assert not fast.blocks_pay((n - 1) ** 2 * 4, 1, keep_weights=False)
+    assert fast.blocks_pay(n * n * 4, 1, keep_weights=False)
     assert len(fast.row_blocks((n, n), 4)) >= 2 * fast.get_num_threads()
+    # returned weights go to memory in either path: blocks only once the call writes 8 caches' worth
+    fits = (n - 1) ** 2 * 4  # bytes of one matrix that fits
+    assert not fast.blocks_pay(fits, 4, keep_weights=True)  # scores and weights: 8 caches at most
+    assert fast.blocks_pay(fits, 5, keep_weights=True)
     q, k, v = (normal((n, 16), np.float32) for _ in range(3))
     for mask in (None, L.causal_mask(n)):
         expected = L.scaled_dot_product_attention(q, k, v, mask=mask).output
