@@ -73,17 +73,17 @@ def set_num_threads(num_threads: int | None) -> int:
 
 @dataclass(frozen=True)
 class ThreadInfo:
-    """Who may run how many threads right now: this module, BLAS (outside row blocks), the machine."""
+    """Who may run how many threads right now: run_blocks, BLAS (outside it), the machine."""
 
-    fast_threads: int  # get_num_threads(): threads a call on row blocks may use
+    fast_threads: int  # get_num_threads(): threads run_blocks may use
     blas_threads: dict[str, int]  # BLAS library -> its current thread count
     cores: int  # available_cores()
     cache_bytes: int  # cache_bytes(): the size that decides between whole arrays and row blocks
 
     def __str__(self) -> str:
         blas = ", ".join(f"{name} {n}" for name, n in self.blas_threads.items()) or "none found"
-        return (f"lessonlib.fast: {self.fast_threads} thread(s) on row blocks, each with BLAS on 1; "
-                f"BLAS otherwise: {blas}; cores available: {self.cores}; "
+        return (f"lessonlib.fast: {self.fast_threads} thread(s) for masked_softmax's row blocks, each with "
+                f"BLAS on 1; BLAS otherwise (attention's products): {blas}; cores available: {self.cores}; "
                 f"last-level cache: {self.cache_bytes / 2**20:g} MiB")
 
 

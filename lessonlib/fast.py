@@ -3,7 +3,7 @@
     import lessonlib.fast as fast
     fast.scaled_dot_product_attention(q, k, v)                      # same result as lessonlib's
     fast.scaled_dot_product_attention(q, k, v, need_weights=False)  # the output alone
-    fast.set_num_threads(1)                                         # one core, for a fair timing
+    fast.set_num_threads(1)                 # masked_softmax's row blocks on one thread
 
 Every function has the signature of its reference in :mod:`lessonlib.attention` or
 :mod:`lessonlib.cost` and gives the same numbers (to 1e-6 in float32, 1e-12 in float64). Nothing
@@ -15,8 +15,10 @@ and makes them where the data is (``benchmarks/attention.py`` measures each choi
 - exp of the scores alone: the row maximum is subtracted only when exp would leave its range.
 - row sums from the second matmul, weights @ [value | 1], not from a pass of their own.
 - whole arrays until the scores outgrow the last-level cache (:func:`blocks_pay`); then blocks
-  of query rows, each through scores, exp and matmul while still in cache, on threads (NumPy
-  releases the GIL in ufuncs and matmul) with BLAS held to one thread so the two do not compete.
+  of query rows, one after another, each through scores, exp and matmul while still in cache.
+  BLAS spreads each product over the cores. (Blocks shared between Python threads, BLAS held to
+  one thread each, measured 0.95-1.15 of the floor at n = 4096 on 2 cores; one after another,
+  0.76-0.80.) ``masked_softmax`` does share its row blocks between threads.
 - temporaries in buffers kept per thread: fresh memory costs a page fault per 4 KiB every call.
 """
 
@@ -62,28 +64,21 @@ BLOCK_BYTES = 1 << 22
 Block = tuple  # (*batch index, row slice) into a (..., L, S) stack; (Ellipsis,) is the whole stack
 
 
-def blocks_pay(matrix_bytes: int, n_matrices: int, *, keep_weights: bool) -> bool:
-    """Whether attention over ``n_matrices`` (L, S) score matrices of ``matrix_bytes`` each takes row blocks.
+def blocks_pay(matrix_bytes: int, *, keep_weights: bool) -> bool:
+    """Whether attention takes row blocks: once the (L, S) arrays one matrix writes outgrow the cache.
 
-    Measured (``benchmarks/attention.py``), row blocks on threads beat whole arrays in two cases:
-    - without weights to return, once one matrix's scores outgrow the last-level cache: a
-      block's scores then stay in cache through its three passes, where each pass over a whole
-      matrix would go to main memory;
-    - once the arrays the call writes reach 8 times the cache: the first touch of that much fresh
-      memory and the passes over it, on one thread with whole arrays, are then worth sharing.
-      Below that, returned weights must be written to memory in either path, and whole arrays,
-      BLAS on its own threads, were faster (0.84 against 1.03 of the plain version at n = 4096).
+    ``matrix_bytes`` is the size of one (L, S) score matrix; with weights kept there are two such
+    arrays. Beyond the last-level cache each pass over whole arrays goes to main memory, while a
+    block's rows stay in cache through all of theirs. Below it, blocks only add calls.
     """
-    cache = cache_bytes()
-    written = matrix_bytes * n_matrices * (2 if keep_weights else 1)
-    return written > 8 * cache or (not keep_weights and matrix_bytes > cache)
+    return matrix_bytes * (2 if keep_weights else 1) > cache_bytes()
 
 
 def row_blocks(shape: tuple[int, ...], itemsize: int) -> list[Block]:
     """Blocks of query rows covering a (..., L, S) stack of ``itemsize``-byte entries.
 
     About BLOCK_BYTES of scores each, and at least two per thread so that a slow core can be
-    made up for.
+    made up for (when the blocks are shared between threads).
     """
     batch, n_rows, n_cols = shape[:-2], shape[-2], shape[-1]
     rows = max(1, BLOCK_BYTES // max(1, n_cols * itemsize))
@@ -290,7 +285,7 @@ def scaled_dot_product_attention(
         return attention.scaled_dot_product_attention(query, key, value, mask=mask, scale=scale,
                                                       fully_masked=fully_masked)
     shape, out_dtype = batch + (n_q, n_k), np.result_type(dtype, v)
-    blocked_rows = blocks_pay(n_q * n_k * dtype.itemsize, math.prod(batch), keep_weights=need_weights)
+    blocked_rows = blocks_pay(n_q * n_k * dtype.itemsize, keep_weights=need_weights)
     blocks = row_blocks(shape, dtype.itemsize) if blocked_rows else [(Ellipsis,)]
     # kept per thread between calls: fresh memory would cost page faults on every call
     v1 = _scratch("values", v.shape[:-1] + (v.shape[-1] + 1,), out_dtype)  # (..., S, d_v + 1)
@@ -311,13 +306,14 @@ def scaled_dot_product_attention(
         matrix = _matrix(block)
         if need_weights:
             s, w = scores[block], weights[block]  # (rows, S) each, views into the results
-        else:  # one buffer per thread, reused for every block it takes and kept for the next call
+        else:  # one buffer, reused for every block and kept for the next call
             s = w = _scratch("scores", q[block].shape[:-1] + (n_k,), dtype)  # (rows, S)
         _attend_rows(q[block], k_t[matrix], v1[matrix], None if blocked is None else blocked[block],
                      s, w, products[block], output[block], scores_finite=scores_finite,
                      fully_masked=fully_masked, keep_weights=need_weights, found=found)
 
-    run_blocks(attend, blocks)  # one block (whole arrays) runs here, BLAS on its own threads
+    for block in blocks:  # on this thread, one after another: BLAS uses the cores inside each product
+        attend(block)
     if ("values", 1) in found:
         as_float_array(v, "value")  # raises if NaN or inf in the values made the output so
     bad_scores = sum(count for what, count in found if what == "scores")

@@ -152,13 +152,10 @@ def test_the_real_switch_over_from_whole_arrays_to_row_blocks(threads):
     n = math.isqrt(fast.cache_bytes() // 4) + 1  # the smallest n whose (n, n) float32 scores outgrow it
     if n > 6000:
         pytest.skip(f"a {fast.cache_bytes() >> 20} MiB cache: the reference would need GiBs to compare")
-    assert not fast.blocks_pay((n - 1) ** 2 * 4, 1, keep_weights=False)
-    assert fast.blocks_pay(n * n * 4, 1, keep_weights=False)
+    assert not fast.blocks_pay((n - 1) ** 2 * 4, keep_weights=False)
+    assert fast.blocks_pay(n * n * 4, keep_weights=False)
     assert len(fast.row_blocks((n, n), 4)) >= 2 * fast.get_num_threads()
-    # returned weights go to memory in either path: blocks only once the call writes 8 caches' worth
-    fits = (n - 1) ** 2 * 4  # bytes of one matrix that fits
-    assert not fast.blocks_pay(fits, 4, keep_weights=True)  # scores and weights: 8 caches at most
-    assert fast.blocks_pay(fits, 5, keep_weights=True)
+    assert fast.blocks_pay((n - 1) ** 2 * 4, keep_weights=True)  # fits alone, not beside its weights
     q, k, v = (normal((n, 16), np.float32) for _ in range(3))
     for mask in (None, L.causal_mask(n)):
         expected = L.scaled_dot_product_attention(q, k, v, mask=mask).output
@@ -337,21 +334,30 @@ def test_runner_called_from_inside_a_worker_does_not_wait_on_itself():
 
 
 def test_the_blas_limit_holds_inside_a_call_only(threads, monkeypatch):
-    """During a fast call BLAS runs on one thread; before and after, on whatever it ran before."""
+    """Masked softmax on row blocks holds BLAS to one thread, and only during the call; attention's
+    row blocks run one after another on the calling thread and leave BLAS its own threads."""
     monkeypatch.setattr(fast, "cache_bytes", lambda: 0)
-    inside = []
-    exponentiate = fast._exponentiate
+    inside, attending = [], []
+    masked_softmax, exponentiate = L.attention.masked_softmax, fast._exponentiate
 
-    def watching(s, w, blocked, *, shift, found):
+    def watching_softmax(scores, allowed, **kwargs):
         inside.append(_blas_threads())
+        return masked_softmax(scores, allowed, **kwargs)
+
+    def watching_exp(s, w, blocked, *, shift, found):
+        attending.append(_blas_threads())
         exponentiate(s, w, blocked, shift=shift, found=found)
 
-    monkeypatch.setattr(fast, "_exponentiate", watching)
+    monkeypatch.setattr(L.attention, "masked_softmax", watching_softmax)
+    monkeypatch.setattr(fast, "_exponentiate", watching_exp)
     before = _blas_threads()
+    scores = normal((3, 40, 50), np.float64)
+    fast.masked_softmax(scores, scores > 0)
+    assert len(inside) > 1 and all(all(n == 1 for n in seen) for seen in inside)
+    assert _blas_threads() == before
     q = normal((3, 40, 8), np.float64)
     fast.scaled_dot_product_attention(q, q, q)
-    assert inside and all(all(n == 1 for n in seen) for seen in inside)
-    assert _blas_threads() == before
+    assert len(attending) > 1 and all(seen == before for seen in attending)
     with pytest.raises(ValueError):
-        fast.scaled_dot_product_attention(q, q, q[..., :5, :])
+        fast.masked_softmax(scores, scores[..., :7] > 0)
     assert _blas_threads() == before
