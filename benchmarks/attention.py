@@ -477,9 +477,9 @@ def print_against_plain(report: Report, margin: float = 1.05) -> bool:
                   f"{fw.median_s / pw.median_s:>6.2f} {fw.median_s / flw.median_s:>6.2f}  "
                   f"{'met' if met else 'NOT met'}")
     cache = fast.cache_bytes() / 2**20
-    print(f"fast: row blocks, one after another, once the arrays one matrix writes (the scores; with "
-          f"weights, both) outgrow {cache:g} MiB, the last-level cache this machine reports; whole arrays "
-          f"below (lessonlib.fast.blocks_pay). {fast.thread_info()}")
+    print(f"fast: without weights, row blocks one after another once one score matrix outgrows {cache:g} MiB, "
+          f"the last-level cache this machine reports; whole arrays below, and always with weights "
+          f"(lessonlib.fast.blocks_pay). {fast.thread_info()}")
     print(f"all targets met: {all_met}")
     return all_met
 

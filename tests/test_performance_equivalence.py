@@ -155,7 +155,7 @@ def test_the_real_switch_over_from_whole_arrays_to_row_blocks(threads):
     assert not fast.blocks_pay((n - 1) ** 2 * 4, keep_weights=False)
     assert fast.blocks_pay(n * n * 4, keep_weights=False)
     assert len(fast.row_blocks((n, n), 4)) >= 2 * fast.get_num_threads()
-    assert fast.blocks_pay((n - 1) ** 2 * 4, keep_weights=True)  # fits alone, not beside its weights
+    assert not fast.blocks_pay(4 * n * n * 4, keep_weights=True)  # returned weights: whole arrays
     q, k, v = (normal((n, 16), np.float32) for _ in range(3))
     for mask in (None, L.causal_mask(n)):
         expected = L.scaled_dot_product_attention(q, k, v, mask=mask).output
@@ -356,7 +356,7 @@ def test_the_blas_limit_holds_inside_a_call_only(threads, monkeypatch):
     assert len(inside) > 1 and all(all(n == 1 for n in seen) for seen in inside)
     assert _blas_threads() == before
     q = normal((3, 40, 8), np.float64)
-    fast.scaled_dot_product_attention(q, q, q)
+    fast.scaled_dot_product_attention(q, q, q, need_weights=False)
     assert len(attending) > 1 and all(seen == before for seen in attending)
     with pytest.raises(ValueError):
         fast.masked_softmax(scores, scores[..., :7] > 0)
