@@ -52,16 +52,17 @@ class _Shared:
 
 
 def get_num_threads() -> int:
-    """How many threads this module's functions may use (default: the number of available cores)."""
+    """How many threads :func:`run_blocks` may use (default: the number of available cores)."""
     return _Shared.threads
 
 
 def set_num_threads(num_threads: int | None) -> int:
-    """Let this module's functions use up to ``num_threads`` threads; None = all available cores.
+    """Let :func:`run_blocks` (lessonlib.fast's masked softmax) use up to ``num_threads`` threads.
 
-    Returns the previous setting, so a caller can put it back. Row blocks hold BLAS to one thread,
-    so with 1 thread a call on blocks uses one core. Results do not depend on the setting beyond
-    rounding.
+    None = all available cores. Returns the previous setting, so a caller can put it back. Its
+    blocks hold BLAS to one thread, so with 1 thread such a call uses one core. Attention's own
+    row blocks run one after another and leave the cores to BLAS. Results do not depend on the
+    setting beyond rounding.
     """
     if num_threads is None:
         num_threads = available_cores()
