@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+from collections import Counter
 from typing import Literal, overload
 
 import numpy as np
@@ -159,7 +160,7 @@ def scores_stay_finite(scale: float, query_squares: float, key_squares: float, d
 def _attend_rows(
     q: np.ndarray, k_t: np.ndarray, v1: np.ndarray, blocked: np.ndarray | None,
     s: np.ndarray, w: np.ndarray, products: np.ndarray, output: np.ndarray,
-    *, scores_finite: bool, fully_masked: str, keep_weights: bool, found: list[tuple[str, int]],
+    *, scores_finite: bool, fully_masked: str, keep_weights: bool, found: Counter[str],
 ) -> None:
     """Attention for some query rows (a block, or the whole call): s = q @ k^T, w its weights, output.
 
@@ -181,14 +182,14 @@ def _attend_rows(
     _exponentiate(s, w, blocked, shift=True, found=None if scores_finite else found)
     _normalise(w, v1, blocked, products, output, fully_masked, keep_weights, check=False)
     if not math.isfinite(float(products.sum())):  # finite weights and values give finite products
-        found.append(("values", 1))
+        found["values"] += 1
 
 
 def _exponentiate(s: np.ndarray, w: np.ndarray, blocked: np.ndarray | None, *, shift: bool,
-                  found: list[tuple[str, int]] | None) -> None:
+                  found: Counter[str] | None) -> None:
     """w = exp(s - each row's largest allowed score, or 0 without ``shift``) for allowed keys, else 0.
 
-    s, w (rows, S); ``w`` may be ``s``. A row with no allowed key stays all zeros. With a list in
+    s, w (rows, S); ``w`` may be ``s``. A row with no allowed key stays all zeros. With a counter in
     ``found`` and a mask, the scores that are not finite are counted there first, as the reference
     refuses them before it masks.
     """
@@ -199,7 +200,7 @@ def _exponentiate(s: np.ndarray, w: np.ndarray, blocked: np.ndarray | None, *, s
         return
     if blocked is not None:
         if found is not None:
-            found.append(("scores", int(s.size - np.count_nonzero(np.isfinite(s)))))
+            found["scores"] += int(s.size - np.count_nonzero(np.isfinite(s)))
         np.copyto(w, s)
         np.copyto(w, -np.inf, where=blocked)
         s = w
@@ -302,7 +303,7 @@ def scaled_dot_product_attention(
     scores = weights = None
     if need_weights:
         scores, weights = np.empty(shape, dtype=dtype), np.empty(shape, dtype=dtype)  # (..., L, S) each
-    found: list[tuple[str, int]] = []  # what the reference refuses: ("scores", how many), ("values", 1)
+    found: Counter[str] = Counter()  # what the reference refuses: non-finite "scores", blocks with bad "values"
 
     def attend(block: Block) -> None:
         matrix = _matrix(block)
@@ -316,11 +317,10 @@ def scaled_dot_product_attention(
 
     for block in blocks:  # on this thread, one after another: BLAS uses the cores inside each product
         attend(block)
-    if ("values", 1) in found:
+    if found["values"]:
         as_float_array(v, "value")  # raises if NaN or inf in the values made the output so
-    bad_scores = sum(count for what, count in found if what == "scores")
-    if bad_scores:
-        raise ValueError(nonfinite_message("scores", bad_scores))
+    if found["scores"]:
+        raise ValueError(nonfinite_message("scores", found["scores"]))
     if not need_weights:
         return inputs.restore(output)[0]
     return AttentionResult(*inputs.restore(output, weights, scores))
