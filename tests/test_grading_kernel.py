@@ -15,6 +15,7 @@ import errno
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -499,3 +500,56 @@ def test_where_memory_is_measured_learner_code_starts_no_process() -> None:
                                 "clone": ("clone", (sigchld, 0, 0, 0, 0)),
                                 "clone, high bit": ("clone", (HIGH | sigchld, 0, 0, 0, 0))})
     assert seen == {"fork": errno.EPERM, "vfork": errno.EPERM, "clone": errno.EPERM, "clone, high bit": errno.EPERM}
+
+
+def _search_as_learner(top: Path, skip: Path) -> list[str]:
+    """``writable_folders`` below ``top``, run as learner code's user (nobody, for root)."""
+    from lessonlib.grading.worker import cleanup
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if os.geteuid() == 0:
+                uid, gid = sandbox.nobody()
+                os.setgroups([])
+                os.setgid(gid)
+                os.setuid(uid)
+            os.write(w, json.dumps(cleanup.writable_folders(str(skip), 30, top=str(top))).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    folders, finished = json.loads(data)
+    assert finished
+    return folders
+
+
+def test_without_landlock_every_folder_learner_code_can_write_is_found_and_cleaned() -> None:
+    """On a kernel without Landlock the trial searches for every folder learner code's user can
+    write (a world-writable one, and one inside it, not one it may only read, nor its scratch
+    folder), and after each child the zygote removes what that user made there since the child
+    started; what it owned before stays."""
+    from lessonlib.grading.worker import cleanup
+
+    top = Path(tempfile.mkdtemp(prefix="lessonlib-machine-"))  # where nobody can reach it (not root's pytest folder)
+    try:
+        shared, inner, closed, scratch = top / "run-lock", top / "run-lock" / "inner", top / "etc", top / "scratch"
+        for folder in (shared, inner, closed, scratch):
+            folder.mkdir(parents=True)
+        for folder, mode in ((top, 0o555), (shared, 0o1777), (inner, 0o777), (closed, 0o555), (scratch, 0o777)):
+            os.chmod(folder, mode)
+        assert _search_as_learner(top, scratch) == [str(shared), str(inner)]
+        (shared / "before.txt").write_text("there before the child\n")
+        before = cleanup.temp_entries(os.getuid(), [str(shared), str(inner)])
+        (shared / "carried.txt").write_text("a hidden input\n")
+        (inner / "deep").mkdir()
+        (inner / "deep" / "carried.txt").write_text("another\n")
+        cleanup.remove_new_temp(os.getuid(), before, [str(shared), str(inner)])
+        assert sorted(p.name for p in shared.iterdir()) == ["before.txt", "inner"]
+        assert list(inner.iterdir()) == []
+    finally:
+        os.chmod(top, 0o755)
+        shutil.rmtree(top, ignore_errors=True)

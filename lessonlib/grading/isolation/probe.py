@@ -146,17 +146,17 @@ def _findings(report: dict[str, Any], level: str, limits: Limits,
         "interpreter_imports": report.get("imports") is True,
     }
     kernel = report.get("kernel") if isinstance(report.get("kernel"), dict) else {}
-    reached = {what: kernel.get(key) is True for key, what in KERNEL_CHECKS.items()}
+    reached = {key for key, value in kernel.items() if value is True}
     verified.update({
         "seccomp_filter": kernel.get("seccomp") == "2",
-        "keyrings_reachable": reached["a kernel keyring"] or reached["the session keyring"],
-        "sysv_ipc": reached["SysV shared memory"],
-        "new_namespaces": reached["a new user namespace"],
-        "peak_memory_resettable": reached["/proc/self/clear_refs"],
-        "io_uring": reached["io_uring"],
-        "installed_lessonlib_importable": kernel.get("lessonlib") is True,
+        "keyrings_reachable": bool(reached & {"user_keyring", "session_keyring"}),
+        "sysv_ipc": "sysv_ipc" in reached,
+        "new_namespaces": "new_user_namespace" in reached,
+        "peak_memory_resettable": "clear_refs" in reached,
+        "io_uring": "io_uring" in reached,
+        "installed_lessonlib_importable": "lessonlib" in reached,
     })
-    problems = [f"learner code could reach {what}" for what, ok in reached.items() if ok]
+    problems = [f"learner code could reach {what}" for key, what in KERNEL_CHECKS.items() if key in reached]
     if not verified["seccomp_filter"]:
         problems.append(f"the seccomp filter was not in force in learner code (Seccomp: {kernel.get('seccomp')})")
     if level == "bubblewrap" and verified["installed_lessonlib_importable"]:

@@ -65,15 +65,15 @@ def _pseudo_mounts() -> set[str]:
     return found
 
 
-def writable_folders(skip: str, seconds: float) -> tuple[list[str], bool]:
-    """Every folder this process's user may create files in, from / down, outside ``skip`` (the
-    scratch folder) and the kernel's own filesystems; symbolic links are not followed. Run as the
-    user learner code runs as, so that the kernel answers for it (modes, owners, ACLs, read-only
-    mounts). Returns the folders and whether the search finished within ``seconds``."""
+def writable_folders(skip: str, seconds: float, top: str = "/") -> tuple[list[str], bool]:
+    """Every folder this process's user may create files in, from ``top`` down, outside ``skip``
+    (the scratch folder) and the kernel's own filesystems; symbolic links are not followed. Run as
+    the user learner code runs as, so that the kernel answers for it (modes, owners, ACLs,
+    read-only mounts). Returns the folders and whether the search finished within ``seconds``."""
     deadline = time.monotonic() + seconds
     pruned = _pseudo_mounts() | {os.path.realpath(skip)}
     found: list[str] = []
-    stack = ["/"]
+    stack = [top]
     while stack:
         if time.monotonic() > deadline:
             return sorted(found), False
