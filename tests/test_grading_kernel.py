@@ -553,3 +553,45 @@ def test_without_landlock_every_folder_learner_code_can_write_is_found_and_clean
     finally:
         os.chmod(top, 0o755)
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_landlock_confines_changes_to_the_scratch_folder_and_signals_to_its_own(tmp_path: Path) -> None:
+    """A process confined as a child is: it writes beneath its scratch folder and to /dev/null, and
+    nowhere else (not in a folder it owns, not in /tmp); from Landlock's version 6 it cannot signal
+    its parent (the zygote, at level limits the same user as every other learner's worker)."""
+    from lessonlib.grading.worker import landlock
+
+    if landlock.abi() == 0:
+        pytest.skip("this kernel has no Landlock (the zygote cleans up after each child instead)")
+    scratch, own = tmp_path / "scratch", tmp_path / "own"
+    scratch.mkdir()
+    own.mkdir()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        seen: dict[str, object] = {}
+        try:
+            assert _libc.prctl(38, ctypes.c_ulong(1), 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS, as limit() sets it
+            landlock.confine(str(scratch))
+            for label, path in (("scratch", scratch / "a.txt"), ("own", own / "a.txt"), ("devnull", Path(os.devnull)),
+                                ("tmp", Path(tempfile.gettempdir()) / f"lessonlib-landlock-{os.getpid()}")):
+                try:
+                    path.write_text("x")
+                    seen[label] = True
+                except OSError as exc:
+                    seen[label] = errno.errorcode[exc.errno or 0]
+            try:
+                os.kill(os.getppid(), 0)
+                seen["signal parent"] = True
+            except OSError as exc:
+                seen["signal parent"] = errno.errorcode[exc.errno or 0]
+            os.write(w, json.dumps(seen).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        seen = json.loads(f.read())
+    os.waitpid(pid, 0)
+    assert {k: seen[k] for k in ("scratch", "own", "devnull", "tmp")} == {
+        "scratch": True, "own": "EACCES", "devnull": True, "tmp": "EACCES"}, seen
+    assert seen["signal parent"] == ("EPERM" if landlock.abi() >= 6 else True), seen

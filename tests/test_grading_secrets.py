@@ -276,3 +276,17 @@ def test_level_limits_is_refused_where_learner_code_would_own_the_gradebook(tmp_
     assert "or as root, where learner code runs as nobody" in lines[0]
     assert not (out / "grades.json").exists()
     assert b"tampered" not in gradebook.read_bytes()
+
+
+def test_the_guide_quotes_the_refusal_and_the_warning_as_the_grader_prints_them() -> None:
+    """docs/instructor-guide.md quotes both in "If you cannot use bubblewrap"; each fixed piece of
+    the text (between its placeholders) must appear there as printed."""
+    import re
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "instructor-guide.md").read_text(encoding="utf-8")
+    section = guide[guide.index("**If you cannot use bubblewrap.**"):guide.index("### Memory and processes")]
+    quoted = " ".join(line.strip().lstrip(">").strip() for line in section.splitlines()
+                      if line.strip().startswith(">"))
+    for text in (sandbox.GRADEBOOK_REACHABLE, sandbox.LIMITS_WARNING):
+        for piece in re.split(r"\{\w+\}", text):
+            assert piece.strip() in quoted, piece

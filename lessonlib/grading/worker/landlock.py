@@ -6,8 +6,11 @@ way of changing a file (writing, truncating, creating, removing, renaming across
 beneath the scratch folder, and writing to ``/dev/null``. Reading is left as it was. A child
 confined so leaves nothing for a later child in the machine's shared folders (``/tmp``,
 ``/run/lock``, ``/var/tmp``, ``/dev/shm``, any other that its user may write), and cannot change a
-file its user owns. Where the kernel has no Landlock, :func:`confine` says so and the zygote
-removes what each child left in every folder its user can write (see ``cleanup.py``).
+file its user owns. From Landlock's version 6 (Linux 6.12) it also cannot signal a process
+outside its own (the zygote, another learner's worker: at level limits they all run as nobody)
+nor reach another's abstract Unix socket (a line to a learner graded at the same time). Where the
+kernel has no Landlock, :func:`confine` says so and the zygote removes what each child left in
+every folder its user can write (see ``cleanup.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ WRITE_FILE = 1 << 1
 WRITES = (WRITE_FILE | 1 << 4 | 1 << 5 | 1 << 6 | 1 << 7 | 1 << 8 | 1 << 9 | 1 << 10  # remove a folder or a file,
           | 1 << 11 | 1 << 12)  # make a device, folder, file, socket, pipe or link
 REFER, TRUNCATE = 1 << 13, 1 << 14  # moving a file between folders (ABI 2); truncating one (ABI 3)
+SCOPED = 1 << 0 | 1 << 1  # abstract Unix sockets and signals, to this process's own domain only (ABI 6)
 UNAVAILABLE = (errno.ENOSYS, errno.EOPNOTSUPP)  # a kernel without Landlock, or one that has it turned off
 
 
@@ -63,13 +67,17 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
 
 def confine(scratch: str) -> bool:
     """Allow this process (and all it starts) to change files only beneath ``scratch``, and to write
-    to ``/dev/null``. Needs no new privileges set first. False where the kernel has no Landlock."""
+    to ``/dev/null``; from version 6, to signal and reach abstract Unix sockets only within. Needs
+    no new privileges set first. False where the kernel has no Landlock."""
     version = abi()
     if version == 0:
         return False
     handled = WRITES | (REFER if version >= 2 else 0) | (TRUNCATE if version >= 3 else 0)
-    handled_fs = ctypes.c_uint64(handled)  # struct landlock_ruleset_attr, its first field alone
-    ruleset = _call(CREATE_RULESET, ctypes.byref(handled_fs), ctypes.c_size_t(8), ctypes.c_uint32(0))
+    # struct landlock_ruleset_attr: the filesystem rights, the network's (none), what is scoped;
+    # a kernel before version 6 reads the first two fields alone
+    attr = (ctypes.c_uint64 * 3)(handled, 0, SCOPED if version >= 6 else 0)
+    size = ctypes.sizeof(attr) if version >= 6 else 8
+    ruleset = _call(CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     try:
         _allow(ruleset, scratch, handled)
         _allow(ruleset, os.devnull, WRITE_FILE | (handled & TRUNCATE))
