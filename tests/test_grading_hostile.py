@@ -289,14 +289,14 @@ def test_sys_exit_and_os_exit_cost_only_their_exercise(batch: Batch) -> None:
     assert padding["diagnoses"][0]["name"] == "padding_inverted"
 
 
-def test_killing_the_grading_process_is_refused_or_resumed(batch: Batch) -> None:
+def test_killing_the_grading_process_is_refused(batch: Batch) -> None:
+    """The kills are refused (another user at level limits; outside the exercise's own processes,
+    where Landlock scopes signals) or do nothing (the worker is PID 1 of the sandbox): the run
+    finishes, and the answer passes unless a refused kill raised in it."""
     grade = batch.grade("killer", "masked_softmax")
-    if batch.level == "limits":  # root's learner code runs as nobody: the kill is refused, the run finishes
-        assert grade["status"] not in ("passed", "stopped_grader"), grade["reason"]
-        assert batch.runs == [0]
-    else:  # in the sandbox the grader does not exist, and the worker is PID 1: the kills do nothing
-        assert grade["status"] == "passed", grade["reason"]
-        assert batch.runs == [0]
+    assert batch.runs == [0]
+    if grade["status"] != "passed":
+        assert grade["status"] == "failed" and "PermissionError" in json.dumps(grade), grade["reason"]
     assert_others_pass(batch, "killer", "masked_softmax")
 
 

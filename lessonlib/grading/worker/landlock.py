@@ -30,7 +30,9 @@ WRITES = (WRITE_FILE | 1 << 4 | 1 << 5 | 1 << 6 | 1 << 7 | 1 << 8 | 1 << 9 | 1 <
           | 1 << 11 | 1 << 12)  # make a device, folder, file, socket, pipe or link
 REFER, TRUNCATE = 1 << 13, 1 << 14  # moving a file between folders (ABI 2); truncating one (ABI 3)
 SCOPED = 1 << 0 | 1 << 1  # abstract Unix sockets and signals, to this process's own domain only (ABI 6)
-UNAVAILABLE = (errno.ENOSYS, errno.EOPNOTSUPP)  # a kernel without Landlock, or one that has it turned off
+# A kernel without Landlock, one that has it turned off, or a container's filter that denies calls
+# it does not know (Docker's before it knew Landlock's)
+UNAVAILABLE = (errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM)
 
 
 class _PathBeneath(ctypes.Structure):
