@@ -20,7 +20,9 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from grading_submissions import CORRECT_MASKED_SOFTMAX, correct_learner, notebook, write_learner
@@ -415,30 +417,14 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _under_filter(strict: bool, attempts: dict[str, tuple[str, tuple[int, ...]]]) -> dict[str, int]:
-    """Each attempt (a system call by name, and its arguments) made in a forked child under the
-    filter that ``syscalls.build`` made: 0 when the call went through, else its errno."""
-    import base64
-
-    import pyseccomp
-
-    program = base64.b64decode(syscalls.build()["strict" if strict else "filter"])
+def _in_child(action: Callable[[], Any]) -> Any:
+    """``action()`` run in a forked process (whatever it gives up stays there), its result back as JSON."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(r)
-            buffer = ctypes.create_string_buffer(program, len(program))
-            fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
-            assert _libc.prctl(38, ctypes.c_ulong(1), 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
-            # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-            assert _libc.prctl(22, ctypes.c_ulong(2), ctypes.c_void_p(ctypes.addressof(fprog)), 0, 0) == 0
-            seen = {}
-            for label, (call, args) in attempts.items():
-                number = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, call)
-                done = _libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in args])
-                seen[label] = 0 if done >= 0 else ctypes.get_errno()
-            os.write(w, json.dumps(seen).encode())
+            os.write(w, json.dumps(action()).encode())
         except BaseException as exc:  # noqa: BLE001 - said in the parent's assertion
             os.write(w, json.dumps({"error": repr(exc)}).encode())
         finally:
@@ -448,6 +434,31 @@ def _under_filter(strict: bool, attempts: dict[str, tuple[str, tuple[int, ...]]]
         data = f.read()
     os.waitpid(pid, 0)
     return json.loads(data)
+
+
+def _under_filter(strict: bool, attempts: dict[str, tuple[str, tuple[int, ...]]]) -> dict[str, int]:
+    """Each attempt (a system call by name, and its arguments) made in a forked child under the
+    filter that ``syscalls.build`` made: 0 when the call went through, else its errno."""
+    import base64
+
+    import pyseccomp
+
+    program = base64.b64decode(syscalls.build()["strict" if strict else "filter"])
+
+    def attempt() -> dict[str, int]:
+        buffer = ctypes.create_string_buffer(program, len(program))
+        fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+        assert _libc.prctl(38, ctypes.c_ulong(1), 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+        # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        assert _libc.prctl(22, ctypes.c_ulong(2), ctypes.c_void_p(ctypes.addressof(fprog)), 0, 0) == 0
+        seen = {}
+        for label, (call, args) in attempts.items():
+            number = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, call)
+            done = _libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in args])
+            seen[label] = 0 if done >= 0 else ctypes.get_errno()
+        return seen
+
+    return _in_child(attempt)
 
 
 HIGH = 1 << 32  # a bit the kernel never reads of an int argument
@@ -491,23 +502,15 @@ def _search_as_learner(top: Path, skip: Path) -> list[str]:
     """``writable_folders`` below ``top``, run as learner code's user (nobody, for root)."""
     from lessonlib.grading.worker import cleanup
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            if os.geteuid() == 0:
-                uid, gid = sandbox.nobody()
-                os.setgroups([])
-                os.setgid(gid)
-                os.setuid(uid)
-            os.write(w, json.dumps(cleanup.writable_folders(str(skip), 30, top=str(top))).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    folders, finished = json.loads(data)
+    def search() -> tuple[list[str], bool]:
+        if os.geteuid() == 0:
+            uid, gid = sandbox.nobody()
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+        return cleanup.writable_folders(str(skip), 30, top=str(top))
+
+    folders, finished = _in_child(search)
     assert finished
     return folders
 
@@ -551,32 +554,26 @@ def test_landlock_confines_changes_to_the_scratch_folder_and_signals_to_its_own(
     scratch, own = tmp_path / "scratch", tmp_path / "own"
     scratch.mkdir()
     own.mkdir()
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
+
+    def confined() -> dict[str, object]:
+        assert _libc.prctl(38, ctypes.c_ulong(1), 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS, as limit() sets it
+        landlock.confine(str(scratch))
         seen: dict[str, object] = {}
-        try:
-            assert _libc.prctl(38, ctypes.c_ulong(1), 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS, as limit() sets it
-            landlock.confine(str(scratch))
-            for label, path in (("scratch", scratch / "a.txt"), ("own", own / "a.txt"), ("devnull", Path(os.devnull)),
-                                ("tmp", Path(tempfile.gettempdir()) / f"lessonlib-landlock-{os.getpid()}")):
-                try:
-                    path.write_text("x")
-                    seen[label] = True
-                except OSError as exc:
-                    seen[label] = errno.errorcode[exc.errno or 0]
+        for label, path in (("scratch", scratch / "a.txt"), ("own", own / "a.txt"), ("devnull", Path(os.devnull)),
+                            ("tmp", Path(tempfile.gettempdir()) / f"lessonlib-landlock-{os.getpid()}")):
             try:
-                os.kill(os.getppid(), 0)
-                seen["signal parent"] = True
+                path.write_text("x")
+                seen[label] = True
             except OSError as exc:
-                seen["signal parent"] = errno.errorcode[exc.errno or 0]
-            os.write(w, json.dumps(seen).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        seen = json.loads(f.read())
-    os.waitpid(pid, 0)
-    assert {k: seen[k] for k in ("scratch", "own", "devnull", "tmp")} == {
+                seen[label] = errno.errorcode[exc.errno or 0]
+        try:
+            os.kill(os.getppid(), 0)
+            seen["signal parent"] = True
+        except OSError as exc:
+            seen["signal parent"] = errno.errorcode[exc.errno or 0]
+        return seen
+
+    seen = _in_child(confined)
+    assert {k: seen.get(k) for k in ("scratch", "own", "devnull", "tmp")} == {
         "scratch": True, "own": "EACCES", "devnull": True, "tmp": "EACCES"}, seen
     assert seen["signal parent"] == ("EPERM" if landlock.abi() >= 6 else True), seen
