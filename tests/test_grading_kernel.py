@@ -228,7 +228,7 @@ def _plant_for_nobody(payload: bytes) -> None:
 
 
 @pytest.fixture(scope="module", params=LEVELS)
-def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, str]:
+def graded(request: pytest.FixtureRequest) -> tuple[dict, Path, str]:
     level = request.param
     if level == "bubblewrap" and shutil.which("bwrap") is None:
         if REQUIRED:
@@ -240,7 +240,11 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         pytest.skip("level limits refuses an ordinary user's graded work (see test_grading_secrets.py)")
     if platform_key_missing():
         pytest.skip("this kernel has no keyrings to attack")
-    root = tmp_path_factory.mktemp(f"kernel-{level}")
+    # a course folder others may enter, as a course folder often is (root's pytest folders are closed to
+    # nobody): what keeps learner code out of the output folder and the gradebook is their own modes
+    root = Path(tempfile.mkdtemp(prefix=f"lessonlib-kernel-{level}-"))
+    os.chmod(root, 0o755)
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
     subs, out = root / "submissions", root / "gradebook"
     planted = [_plant(-3, f"{SECRET}-session".encode()), _plant(-4, f"{SECRET}-user".encode())]
     if os.geteuid() == 0:
@@ -257,10 +261,6 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         "forking": {"04_cost.ipynb": notebook("04_cost.ipynb", answers={"tiled_attention": DENSE_FORKING})},
         "uring": {"02_masking.ipynb": notebook("02_masking.ipynb", answers={"masked_softmax": URING})},
         "bypass": {"02_masking.ipynb": notebook("02_masking.ipynb", answers={"masked_softmax": BYPASS})},
-        # what the first run wrote, and the gradebook, as the second run's learner code sees them
-        "reader": {"02_masking.ipynb": notebook("02_masking.ipynb", answers={"masked_softmax": _reader(
-            [str(out / "grades.json"), str(out / "feedback" / "control.md"), str(out / "marking" / "key.csv"),
-             str(root / "gradebook.db")])})},
         # folder names the grader once used for its own trial files
         "probe-limits": {"02_masking.ipynb": notebook("02_masking.ipynb")},
         "probe-secret.txt": {"02_masking.ipynb": notebook("02_masking.ipynb")},
@@ -273,6 +273,10 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         shutil.rmtree(out / "learners")
         for name in ("probe-limits", "probe-secret.txt", "probe-bubblewrap"):
             (out / ".grading" / "work" / name / "scratch").mkdir(parents=True, exist_ok=True)
+        # a learner who hands in late, whose code tries what the first run wrote, and the gradebook
+        write_learner(subs / "reader", {"02_masking.ipynb": notebook("02_masking.ipynb", answers={
+            "masked_softmax": _reader([str(out / "grades.json"), str(out / "feedback" / "control.md"),
+                                       str(out / "marking" / "key.csv"), str(root / "gradebook.db")])})})
         run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level)
     finally:
         for key in planted:
@@ -327,17 +331,17 @@ def test_nothing_a_hidden_child_leaves_reaches_a_later_one(graded) -> None:
 
 
 def test_the_output_folder_and_the_gradebook_are_the_instructor_s_alone(graded) -> None:
-    """Every folder and file the grader writes can be read by its owner alone; learner code of the
-    second run, which tries grades.json (each hidden case's description), a feedback file, the
-    marking key and the gradebook of the first, opens none of them."""
+    """Every folder and file the grader writes can be read by its owner alone; learner code graded
+    in the second run, which tries grades.json (each hidden case's description), a feedback file,
+    the marking key and the gradebook that the first run wrote, opens none of them."""
     grades, out, level = graded
-    for path in [out, *out.rglob("*"), out.parent / "gradebook.db"]:
-        if not path.is_symlink():
-            assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
     seen = grades["reader"]["masked_softmax"]["reason"]
     assert "OPENED" in seen and "'READ': []" in seen, seen
     if level == "limits":  # the files are there, and closed to learner code (in the sandbox they are absent)
         assert "'MISSING': []" in seen, seen
+    for path in [out, *out.rglob("*"), out.parent / "gradebook.db"]:
+        if not path.is_symlink():
+            assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
 
 
 def test_a_cleared_peak_gets_the_full_matrix_score(graded) -> None:
