@@ -29,6 +29,7 @@ from grading_submissions import CORRECT_MASKED_SOFTMAX, correct_learner, noteboo
 from test_grading_hostile import load, run_cli
 from test_grading_secrets import DENSE as DENSE_MATRIX
 
+from lessonlib.exercises import EXERCISES
 from lessonlib.grading.isolation import probe, sandbox, syscalls
 
 LEVELS = ["bubblewrap", "limits"]
@@ -227,6 +228,14 @@ def _plant_for_nobody(payload: bytes) -> None:
     os.waitpid(pid, 0)
 
 
+def _only(exercise: str, answer: str) -> dict[str, Any]:
+    """A learner who hands in ``exercise``'s notebook with ``answer`` and no other answer cell (the
+    others are not attempted, so nothing else of theirs runs)."""
+    name = EXERCISES[exercise].notebook
+    others = tuple(e for e, spec in EXERCISES.items() if spec.notebook == name and e != exercise)
+    return {name: notebook(name, answers={exercise: answer}, delete=others)}
+
+
 @pytest.fixture(scope="module", params=LEVELS)
 def graded(request: pytest.FixtureRequest) -> tuple[dict, Path, str]:
     level = request.param
@@ -256,10 +265,10 @@ def graded(request: pytest.FixtureRequest) -> tuple[dict, Path, str]:
         "thief": {"02_masking.ipynb": notebook("02_masking.ipynb", answers={"masked_softmax": KEY_THIEF})},
         "carrier": {"02_masking.ipynb": notebook("02_masking.ipynb",
                                                  answers={"masked_softmax": CARRIER, "causal_mask": CARRIER})},
-        "dense": {"04_cost.ipynb": notebook("04_cost.ipynb", answers={"tiled_attention": DENSE})},
-        "cleared": {"04_cost.ipynb": notebook("04_cost.ipynb", answers={"tiled_attention": DENSE_CLEARED})},
-        "forking": {"04_cost.ipynb": notebook("04_cost.ipynb", answers={"tiled_attention": DENSE_FORKING})},
-        "uring": {"02_masking.ipynb": notebook("02_masking.ipynb", answers={"masked_softmax": URING})},
+        "dense": _only("tiled_attention", DENSE),
+        "cleared": _only("tiled_attention", DENSE_CLEARED),
+        "forking": _only("tiled_attention", DENSE_FORKING),
+        "uring": _only("masked_softmax", URING),
         "bypass": {"02_masking.ipynb": notebook("02_masking.ipynb", answers={"masked_softmax": BYPASS})},
         # folder names the grader once used for its own trial files
         "probe-limits": {"02_masking.ipynb": notebook("02_masking.ipynb")},
@@ -274,9 +283,9 @@ def graded(request: pytest.FixtureRequest) -> tuple[dict, Path, str]:
         for name in ("probe-limits", "probe-secret.txt", "probe-bubblewrap"):
             (out / ".grading" / "work" / name / "scratch").mkdir(parents=True, exist_ok=True)
         # a learner who hands in late, whose code tries what the first run wrote, and the gradebook
-        write_learner(subs / "reader", {"02_masking.ipynb": notebook("02_masking.ipynb", answers={
-            "masked_softmax": _reader([str(out / "grades.json"), str(out / "feedback" / "control.md"),
-                                       str(out / "marking" / "key.csv"), str(root / "gradebook.db")])})})
+        write_learner(subs / "reader", _only("masked_softmax", _reader(
+            [str(out / "grades.json"), str(out / "feedback" / "control.md"), str(out / "marking" / "key.csv"),
+             str(root / "gradebook.db")])))
         run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level)
     finally:
         for key in planted:
