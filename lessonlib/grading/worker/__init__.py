@@ -7,8 +7,9 @@ Started by the grading process (see ``sandbox.launch``), never imported by it:
 
 FD is the worker's end of its lifeline, a socket whose other end only the grading process holds.
 The worker waits on it for "go" (with its control group's out-of-memory counters and the
-descriptors of the groups its measured children join, when there is one) before it does anything, and when it breaks (the grading process ended, even by kill -9) the
-worker kills everything it started and exits.
+descriptors of the groups its measured children join, when there is one) before it does
+anything, and when it breaks (the grading process ended, even by kill -9) the worker kills
+everything it started and exits.
 
 It imports the standard library and NumPy only, and loads two files by path before any learner
 code runs: ``exercises/runner.py`` (call an answer on one case, reduce what came back to plain
