@@ -9,22 +9,25 @@ Sources, the first that knows wins (``Learner.submitted_from`` records which):
 - ``file_mtime``: the modification time of the learner's graded notebooks, the newest.
 
 A zip entry and the worksheet hold a local date and time without a zone: they are read in the
-zone given (``--timezone Europe/Berlin``), else in this machine's local time zone. A file's
-modification time is a true instant, but it is the time the file was last written on this
-machine (a copy may change it), so it is the weakest source.
+course's time zone, stored once in the course gradebook (``--timezone Europe/Berlin`` the first
+time, or taken from an assignment's due date; see ``store/settings.py``), never silently in this
+machine's. A file's modification time is a true instant, but it is the time the file was last
+written on this machine (a copy may change it), so it is the weakest source. An instructor's
+correction (``lessonlib submission-time``) outranks them all.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from lessonlib.grading.lms.submissions import Learner
 
 SOURCES = {
+    "instructor": "a correction by the instructor",
     "moodle_worksheet": "Moodle's grading worksheet (Last modified (submission))",
     "zip_entry": "the zip entry of the LMS download",
     "file_mtime": "the file's modification time",
@@ -50,15 +53,31 @@ _WORDS = re.compile(r"(\d{1,2})\.?\s+(?:de\s+)?([^\W\d_]+)\.?\s+(?:de\s+)?(\d{4}
 _NUMERIC = re.compile(r"(\d{1,2})[./](\d{1,2})[./](\d{4}),?\s+(\d{1,2}):(\d{2})")
 
 
+_OFFSET = re.compile(r"^(?:UTC)?([+-])(\d{2}):(\d{2})$")
+
+
 def zone_of(name: str | None) -> tzinfo | None:
-    """The time zone ``--timezone`` names (an IANA name such as Europe/Berlin, or UTC); None: local time."""
+    """The time zone ``name`` names: an IANA name such as Europe/Berlin, or UTC, or a fixed offset
+    (``+01:00``, as a due date carries it); None for no name."""
     if not name:
         return None
+    fixed = _OFFSET.match(name)
+    if fixed:
+        sign = 1 if fixed[1] == "+" else -1
+        return timezone(sign * timedelta(hours=int(fixed[2]), minutes=int(fixed[3])))
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"--timezone {name!r} is not a time zone name; give an IANA name such as Europe/Berlin, "
                          "America/New_York or UTC") from None
+
+
+def offset_name(when: datetime) -> str:
+    """The fixed offset of an aware time as ``zone_of`` reads it back ("+01:00")."""
+    offset = when.utcoffset() or timedelta(0)
+    sign = "-" if offset < timedelta(0) else "+"
+    minutes = abs(int(offset.total_seconds())) // 60
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
 
 
 def parse_moodle_time(text: str, zone: tzinfo | None = None) -> datetime | None:

@@ -69,7 +69,7 @@ def summary_rows(results: Sequence[r.LearnerResult], *, not_in_roster: Sequence[
     for res in results:
         auto = [g for g in res.exercises if g.kind == "auto"]
         percent = 100 * res.points / res.max_points if res.max_points else 0.0
-        flagged = "; ".join(f"{g.exercise}: {g.status}" for g in res.flagged)
+        flagged = "; ".join([f"{g.exercise}: {g.review or g.status}" for g in res.flagged] + res.review)
         notes = ((["late"] if res.late or res.late_deducted else []) + ([res.late_note] if res.late_note else [])
                  + ([NOT_IN_ROSTER] if res.key in not_in_roster else []))
         passed = sum(g.status == r.PASSED for g in auto)
@@ -150,7 +150,8 @@ class Written:
 def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits,
                     workers: int, *, unattributed: Sequence[Unattributed] = (), roster: Roster | None = None,
                     marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = (),
-                    absent_zero: bool = False, partial_grades: bool = False, applied: bool = False) -> Written:
+                    absent_zero: bool = False, partial_grades: bool = False, applied: bool = False,
+                    secret: bytes | None = None) -> Written:
     """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied.
 
     ``notebooks`` is the assignment (empty: the whole course); totals count only its points.
@@ -158,7 +159,8 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
     grade in the LMS is left as it is). ``partial_grades``: learners with written answers still to
     grade get their points so far in lms-import.csv (default: no grade until hand grading is done).
     ``applied``: ``results`` come from the course gradebook, with the hand grades (and overrides)
-    applied already; ``marks`` only fill manual.csv.
+    applied already; ``marks`` only fill manual.csv. ``secret``: the course's marking secret, which
+    numbers learners on the marking pages (None: one drawn for this call).
     """
     out = Path(out)
     marks = marks or {}
@@ -196,7 +198,7 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         written.paths.append(out / name)
     written.paths.append(write_manual(out, graded, marks))
     written.paths.append(write_class_report(out, graded, absent=written.missing))
-    written.paths += write_marking_pages(out, graded)
+    written.paths += write_marking_pages(out, graded, secret=secret)
     atomic_write_json(out / "grades.json", gradebook_json(graded, isolation, limits, workers,
                                                           unattributed=unattributed, roster=roster_info,
                                                           notebooks=notebooks))

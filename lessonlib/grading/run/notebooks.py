@@ -129,6 +129,9 @@ def _read_regular_file(path: Path) -> bytes | str:
         raise
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
+        if stat.S_ISDIR(info.st_mode):
+            return ("it is a folder named like a notebook, not a notebook file (download the notebook itself, "
+                    "File > Download in JupyterLab, and hand that in)")
         if not stat.S_ISREG(info.st_mode):
             return "it is not a regular file"
         if info.st_size > MAX_NOTEBOOK_BYTES:
