@@ -169,7 +169,7 @@ def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
             print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
             return 2
     needed = any(Path(s).suffix.lower() == ".zip" for s in args.submissions) or (
-        roster is not None and roster.kind == "moodle")
+        roster is not None and roster.has_times())
     zone, zone_name = store.course_zone(gb, args.timezone, needed=needed,
                                         change=f"lessonlib timezone --out {settings.out}")
     settings = replace(settings, timezone=zone_name or None)

@@ -193,7 +193,7 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Batch:
             "masked_softmax", "causal_mask").replace("lessonlib.attention", "lessonlib.masks")}),
         "reader": masking({"masked_softmax": reads_files(
             [str(SOLUTIONS / "02_masking.ipynb"), str(subs / "alice" / "02_masking.ipynb"),
-             str(out / ".grading" / "state.json")])}),
+             str(out.parent / "gradebook.db")])}),
         "networker": masking({"masked_softmax": connects(listener.port)}),
         "enormous": masking({"masked_softmax": ENORMOUS}),
         "writer": masking({"masked_softmax": writes_into(out)}),

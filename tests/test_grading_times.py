@@ -166,7 +166,7 @@ def test_a_later_worksheet_corrects_a_stored_time_and_a_weaker_source_never_does
         bob = store.assign_stored_keys(gb, [Learner("Bob Smith", "", {MASKING: path}, lms_id="1001",
                                                     submitted_at=DUE, submitted_from="zip_entry")])[0]
         result = r.LearnerResult("Bob Smith", bob.key, "fp-1", "bubblewrap", "now", [], lms_id="1001")
-        save = outputs.saver(gb, out)
+        save = outputs.Saver(gb, out)
         save(result, bob)
         bob.submitted_at, bob.submitted_from = DUE + timedelta(hours=12), "moodle_worksheet"
         save(result, bob)  # the same files: not graded again, but the better time is kept

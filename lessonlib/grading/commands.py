@@ -252,20 +252,30 @@ def _cmd_term_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_similarity(args: argparse.Namespace) -> int:
-    from lessonlib.grading.lms.downloads import find_learners
+    import tempfile
+
+    from lessonlib.grading.lms.downloads import DownloadError, find_learners
     from lessonlib.grading.reports import similarity
     from lessonlib.grading.run.notebooks import course_notebooks
 
     out = Path(args.out)
-    learners = find_learners([Path(s) for s in args.submissions], course_notebooks()).learners
-    identical: list[Any] = []
+    sections = [out, *(Path(d) for d in args.also)]
     try:
-        with course.open_course(out, gradebook=args.gradebook, lock=False) as gb:
-            identical = similarity.identical_files(gb, course.assignment_name(out))
-    except store.GradebookError:
-        pass  # no gradebook yet: only this run's answers are compared
-    out.mkdir(parents=True, exist_ok=True)
-    path = similarity.write_similarity_report(out / "similarity.html", learners, identical=identical)
+        with tempfile.TemporaryDirectory(prefix="lessonlib-similarity-") as unpacked:
+            identical: list[Any] = []
+            try:
+                with course.open_course(out, gradebook=args.gradebook, lock=False) as gb:
+                    zone = store.course_zone(gb, None, needed=False, change="")[0]
+                    identical = similarity.identical_files(gb, [course.assignment_name(d) for d in sections])
+            except store.StoreError:
+                zone = None  # no gradebook yet: only this run's answers are compared
+            learners = find_learners([Path(s) for s in args.submissions], course_notebooks(),
+                                     unpack_to=Path(unpacked), zone=zone).learners  # a .zip is unpacked
+            out.mkdir(parents=True, exist_ok=True)
+            path = similarity.write_similarity_report(out / "similarity.html", learners, identical=identical)
+    except (DownloadError, store.GradebookError, OSError) as exc:
+        print(f"lessonlib similarity: {printable(exc)}", file=sys.stderr)
+        return 2
     print(f"wrote {path}: flagged for a look, never a penalty by itself")
     return 0
 
@@ -335,4 +345,9 @@ def add_course_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--to", required=True, metavar="PATH", help="the HTML file (or a folder) to write")
     p = command("similarity", "near-identical answers between learners, and answers copied from the course",
                 _cmd_similarity)
-    p.add_argument("submissions", nargs="+", metavar="SUBMISSION")
+    p.add_argument("submissions", nargs="+", metavar="SUBMISSION",
+                   help="learners' notebooks, folders or the LMS's download zips; give every section's to compare "
+                        "them in one report")
+    p.add_argument("--also", action="append", default=[], metavar="DIR",
+                   help="another section's output folder of the same assignment: its identical files are compared "
+                        "too (repeat for each section)")

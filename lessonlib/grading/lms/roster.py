@@ -145,6 +145,13 @@ class Roster:
                 times[self.learner_id(row)] = when
         return times
 
+    def has_times(self) -> bool:
+        """Moodle's worksheet holds at least one "Last modified (submission)" time (a local time: read in
+        the course's time zone)."""
+        if self.kind != "moodle" or "modified_submission" not in self.columns:
+            return False
+        return any((row.get(self.col("modified_submission")) or "").strip() not in ("", "-") for row in self.rows)
+
     def late_ids(self) -> set[str]:
         """The LMS ids of the learners whose submission the roster marks late."""
         return {self.learner_id(row) for row in self.rows if self.is_late(row) and self.learner_id(row)}
