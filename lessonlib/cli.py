@@ -177,7 +177,7 @@ def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
     saver = course.Saver(gb, settings.out, zone_name)
     try:
         batch = grade(args.submissions, settings, reporter=progress, on_result=saver,
-                      rekey=course.rekey(gb, roster, zone), saved=course.saved(gb, settings.out),
+                      rekey=course.rekey(gb, roster, zone), saved=course.saved(gb, settings.out, args.regrade),
                       recorded=recorded_isolation(last))
     except GradingError as exc:
         progress.close()
@@ -319,6 +319,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
     grade.add_argument("--partial-grades", action="store_true",
                        help="give learners whose written answers are still to grade their points so far in "
                             "lms-import.csv (default: no grade until the hand grading is done)")
+    grade.add_argument("--regrade", action="append", default=[], metavar="LEARNER",
+                       help="grade this learner (their key) again even though their files have not changed; repeat "
+                            "for several")
     grade.add_argument("--quiet", action="store_true", help="no progress display")
     grade.set_defaults(func=_cmd_grade)
 
@@ -402,6 +405,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except OSError as exc:  # a full disk, a read-only folder: one line, never a traceback
+        from lessonlib.grading.files import os_error_line
+
+        print(f"lessonlib {args.command}: {os_error_line(exc)}", file=sys.stderr)
+        return 2
     except ModuleNotFoundError as exc:
         if exc.name not in MAINTAINER_MODULES:
             raise

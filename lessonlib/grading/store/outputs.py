@@ -23,6 +23,7 @@ that nothing reads back. An output folder holding grades whose gradebook is miss
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -145,13 +146,18 @@ class Saver:
                                          lms_late=learner.late, read_in=self.zone)
 
 
-def saved(gb: store.Gradebook, out: Path) -> Callable[[Learner, str], r.LearnerResult | None]:
+def saved(gb: store.Gradebook, out: Path, regrade: Sequence[str] = ()) -> Callable[[Learner, str],
+                                                                                  r.LearnerResult | None]:
     """The stored result of a learner when it was graded from ``fingerprint`` (the same files and
-    seed), else None: what a run resumes from."""
+    seed), else None: what a run resumes from. The learners ``regrade`` names are graded again (the
+    markers a dead grader left for them are dropped first)."""
     name = assignment_name(out)
+    for key in regrade:
+        gb.learner_id(key)  # an unknown key: StoreError naming it
+        shutil.rmtree(Path(out) / ".grading" / "work" / key, ignore_errors=True)
 
     def lookup(learner: Learner, fingerprint: str) -> r.LearnerResult | None:
-        if store.saved_fingerprint(gb, name, learner.key) != fingerprint:
+        if learner.key in regrade or store.saved_fingerprint(gb, name, learner.key) != fingerprint:
             return None
         return store.graded_result(gb, name, learner.key)
     return lookup
