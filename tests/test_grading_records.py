@@ -202,7 +202,7 @@ def test_code_resubmitted_after_an_override_suspends_it_until_the_instructor_dec
     assert summary_rows(out)["ann"]["flagged"] == ""
     assert "ann" in {row["SIS Login ID"] for row in _csv(out / "lms-import.csv")}
     feedback = (out / "feedback" / "ann.md").read_text()
-    assert "Set by your instructor: masked\\_softmax 1.5 of" in feedback  # the override is named, not "automatic"
+    assert "Set by your instructor: masked_softmax 1.5 of 3" in feedback  # the override is named, not "automatic"
     assert _lessonlib(capsys, "override", "--out", str(out), "ann", "masked_softmax", "--clear", "--reason",
                       "talked it through")[0] == 0
     assert float(summary_rows(out)["ann"]["points"]) == files
@@ -289,6 +289,7 @@ def test_history_rows_deleted_edited_or_rewritten_are_named(damaged: Path, capsy
         conn.execute("DROP TRIGGER history_no_update")
         conn.execute("UPDATE history SET reason = 'rewritten' WHERE id = 12")
         chain.seal_existing(conn)
+        conn.execute("CREATE TRIGGER history_no_update BEFORE UPDATE ON history BEGIN SELECT RAISE(ABORT, 'no'); END")
     code, _, err = _lessonlib(capsys, "history", "--out", str(out))
     assert code == 2 and "differs from the same entry in the backup" in err
 
@@ -328,7 +329,7 @@ def test_a_full_disk_or_a_read_only_gradebook_is_one_line_and_loses_nothing(
         raise sqlite3.OperationalError(problem)
 
     monkeypatch.setattr(chain, "append", refuse)  # the first write of the command meets the full disk
-    code, _, err = _lessonlib(capsys, "override", "--out", str(out), "bo", "causal_mask", "2", "--reason", "x")
+    code, _, err = _lessonlib(capsys, "override", "--out", str(out), "bo", "causal_mask", "0.5", "--reason", "x")
     assert code == 2 and said in err and len(err.strip().splitlines()) == 1
     monkeypatch.undo()
     assert summary_rows(out)["bo"]["points"] == before
@@ -345,7 +346,7 @@ def test_a_full_disk_while_writing_the_files_is_one_line(damaged: Path, capsys: 
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
     monkeypatch.setattr(files, "atomic_write_bytes", full)
-    code, _, err = _lessonlib(capsys, "override", "--out", str(damaged / "week2"), "bo", "causal_mask", "2",
+    code, _, err = _lessonlib(capsys, "override", "--out", str(damaged / "week2"), "bo", "causal_mask", "0.5",
                               "--reason", "recorded before the files")
     assert code == 2 and "no space left on the disk" in err and len(err.strip().splitlines()) == 1
 

@@ -118,11 +118,13 @@ def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, lim
     }
 
 
-def roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster) -> list[r.LearnerResult]:
+def roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster, *,
+                 late_from_roster: bool = True) -> list[r.LearnerResult]:
     """Each matched learner under the roster's name (their key stays), so every file names them alike;
-    late when the roster says so (Moodle's Status column)."""
+    late when the roster says so (Moodle's Status column) and ``late_from_roster``: results from the
+    course gradebook have the LMS's flag already, weighed against the learner's extension."""
     names = {res.key: roster.learner_name(row).strip() for row, res in matched.pairs if res is not None}
-    late = {res.key for row, res in matched.pairs if res is not None and roster.is_late(row)}
+    late = {res.key for row, res in matched.pairs if res is not None and roster.is_late(row) and late_from_roster}
     return [replace(res, learner=names.get(res.key) or res.learner, late=res.late or res.key in late)
             for res in results]
 
@@ -176,7 +178,7 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         path, written.warnings = write_lms_import(out, roster, matched, max_points, absent_zero=absent_zero,
                                                   partial=partial_grades)
         written.paths.append(path)
-        graded = roster_names(graded, matched, roster)
+        graded = roster_names(graded, matched, roster, late_from_roster=not applied)
         summary = [[_missing_key(roster, row), roster.learner_name(row), "0", _num(max_points), "0.0", "", "0", "",
                     "", "", roster.learner_id(row), MISSING] for row in matched.missing]
         roster_info = {"file": str(roster.path), "kind": roster.kind, "column": roster.column,

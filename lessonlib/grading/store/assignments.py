@@ -197,7 +197,10 @@ class SubmittedFile:
 
     @classmethod
     def of(cls, notebook: str, path: Path) -> SubmittedFile:
-        """Hash ``path`` in chunks (a file of any size in little memory)."""
+        """Hash ``path`` in chunks (a file of any size in little memory); what is not a regular file (a
+        folder named like a notebook) has no hash ("" and size -1), as its notebook is flagged unreadable."""
+        if not Path(path).is_file():
+            return cls(notebook, Path(path).name, "", -1)
         h, size = hashlib.sha256(), 0
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):

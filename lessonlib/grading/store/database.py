@@ -58,14 +58,21 @@ class Gradebook:
         self.lock = lock
         self._depth = 0
         self._preparing = False  # laying out or upgrading the file, before any command writes
+        self._opened_at = 0  # conn.total_changes once the file was checked: more at close, a backup is taken
 
     # --- life ---------------------------------------------------------------------------------
 
     def close(self) -> None:
-        self.conn.close()
-        if self.lock is not None:
-            self.lock.release()
-            self.lock = None
+        """Close the file and free the lock; a writer that changed anything takes a backup first, so
+        the newest backup holds every finished command."""
+        try:
+            if self.lock is not None and self.conn.total_changes > self._opened_at and not self.conn.in_transaction:
+                backups.make(self.conn, self.path)
+        finally:
+            self.conn.close()
+            if self.lock is not None:
+                self.lock.release()
+                self.lock = None
 
     def __enter__(self) -> Gradebook:
         return self
@@ -205,8 +212,10 @@ def open_gradebook(path: Path | str, command: str, *, lock: bool = True, wait: b
             _configure(conn)
             _prepare(gradebook)
             _check_whole(gradebook)
-            if held is not None:
-                backups.make(conn, path)
+            latest = backups.newest(path)
+            if held is not None and (latest is None or backups.head(latest) != chain.last(conn)):
+                backups.make(conn, path)  # what this command is about to change (unless the newest backup has it)
+            gradebook._opened_at = conn.total_changes
         except sqlite3.Error as exc:
             conn.close()
             raise sqlite_problem(path, exc) from None

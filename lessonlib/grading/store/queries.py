@@ -132,13 +132,12 @@ def assignment_sheet(gradebook: Gradebook, assignment: str, *, every_learner: bo
     return sheets
 
 
-def _late_note(sheet: LearnerSheet, info: Any) -> str:
-    """The late policy's sentence when the work is late, or when the LMS says late but an extension
-    spared it; "" for work on time (an extension's "on time" is not news in a summary)."""
+def _late_note(sheet: LearnerSheet) -> str:
+    """The late policy's sentence when the work is late, or when the LMS says late but the work is
+    not (an extension, a corrected time): the learner sees why; "" for work on time."""
     if sheet.late is None:
         return ""
-    spared = sheet.lms_late and sheet.late.due_at != info.due_at
-    return sheet.late.sentence if sheet.late.late or spared else ""
+    return sheet.late.sentence if sheet.late.late or sheet.lms_late else ""
 
 
 def learner_results(gradebook: Gradebook, assignment: str) -> list[r.LearnerResult]:
@@ -170,7 +169,7 @@ def learner_results(gradebook: Gradebook, assignment: str) -> list[r.LearnerResu
             learner=sheet.name, key=sheet.key, fingerprint=sub["fingerprint"], isolation=sub["isolation"],
             graded_at=sub["graded_at"] or "", exercises=grades, notes=json.loads(sub["notes"]), files=files,
             seconds=sub["seconds"], lms_id=sheet.lms_id, late=sheet.late.late if sheet.late else sheet.lms_late,
-            late_deducted=sheet.late.deducted if sheet.late else 0.0, late_note=_late_note(sheet, info),
+            late_deducted=sheet.late.deducted if sheet.late else 0.0, late_note=_late_note(sheet),
             review=[f"extension: {sheet.review}"] if sheet.review else []))
     return results
 
