@@ -8,8 +8,9 @@ block of statements:
 - drops statements that do nothing: ``pass``, an expression that calls nothing (a docstring, a bare
   name or constant, ``x.y``), ``x = x``; a block left empty holds one ``pass``;
 - orders the statements that do not depend on each other: statement B depends on an earlier A when
-  one writes a name the other reads or writes (a method call ``x.append(...)`` and an assignment to
-  ``x[i]`` or ``x.y`` write ``x``), or when either ends the block's flow (``return``, ``raise``,
+  one writes a name the other reads or writes (a call of a method that changes its object, such as
+  ``x.append(...)`` or ``x.sort()``, and an assignment to ``x[i]`` or ``x.y`` write ``x``; other
+  calls are taken to change nothing but what they return), or when either ends the block's flow (``return``, ``raise``,
   ``break``, ``continue``). Among the statements whose earlier dependencies are placed, the one that
   comes first in a name-blind order goes next (its syntax tree with every name replaced), so two
   copies that differ in names and order come out in the same order;
@@ -23,6 +24,10 @@ import ast
 import heapq
 
 FLOW = (ast.Return, ast.Raise, ast.Break, ast.Continue)
+# Methods that change the object they are called on (lists, dicts, sets, arrays): a call to one writes it.
+MUTATING = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "sort", "reverse", "add",
+                      "discard", "setdefault", "popitem", "fill", "resize", "put", "itemset", "partition", "setflags",
+                      "write", "seek", "send"})
 BLOCKS = ("body", "orelse", "finalbody")
 
 
@@ -39,8 +44,8 @@ def _names(node: ast.AST) -> tuple[set[str], set[str]]:
             written.update((a.asname or a.name).split(".")[0] for a in sub.names)
         elif isinstance(sub, (ast.Attribute, ast.Subscript)) and isinstance(sub.ctx, (ast.Store, ast.Del)):
             written.update(_base(sub))
-        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
-            written.update(_base(sub.func.value))  # x.append(...) changes x
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in MUTATING:
+            written.update(_base(sub.func.value))  # x.append(...) changes x (np.zeros(...) changes nothing)
     return read, written
 
 

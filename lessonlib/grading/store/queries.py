@@ -43,11 +43,6 @@ class ExerciseScore:
         """A written answer still waiting for a person."""
         return self.points is None and self.status == r.NEEDS_MANUAL
 
-    @property
-    def undecided(self) -> bool:
-        """An override suspended because the answer changed: the grade waits for the instructor."""
-        return bool(self.review) and not self.pending
-
 
 @dataclass(frozen=True)
 class LearnerSheet:
