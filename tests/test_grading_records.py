@@ -82,6 +82,16 @@ def _csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def _fill_manual(out: Path, **values: str) -> None:
+    """manual.csv's first row filled in, as the instructor would in a spreadsheet."""
+    rows = _csv(out / "manual.csv")
+    rows[0].update(values)
+    with open(out / "manual.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 # --- 1. a written answer resubmitted after it was graded by hand --------------------------------------
 
 
@@ -98,12 +108,7 @@ def test_a_written_answer_resubmitted_after_hand_grading_waits_for_a_person_agai
     out, subs = written / "week5", str(written / "subs")
     args = (subs, "--out", str(out), "--notebooks", INTERPRETATION)
     assert _grade(capsys, *args)[0] == 0
-    rows = _csv(out / "manual.csv")
-    rows[0].update(points="4", comment="Clear and complete.")
-    with open(out / "manual.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    _fill_manual(out, points="4", comment="Clear and complete.")
     assert _grade(capsys, *args)[0] == 0
     graded = summary_rows(out)["ann"]
     assert float(graded["manual_pending"]) == 0 and float(graded["points"]) == float(graded["max_points"])
@@ -126,12 +131,7 @@ def test_a_written_answer_resubmitted_after_hand_grading_waits_for_a_person_agai
     code, history, _ = _lessonlib(capsys, "history", "--out", str(out), "ann")
     assert code == 0 and "'comment': 'Clear and complete.'" in history and "waits for a person again" in history
 
-    rows = _csv(out / "manual.csv")  # the new answer graded: it counts, and the note is gone
-    rows[0].update(points="1", comment="Say why.")
-    with open(out / "manual.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    _fill_manual(out, points="1", comment="Say why.")  # the new answer graded: it counts, and the note is gone
     assert _grade(capsys, *args)[0] == 0
     assert float(summary_rows(out)["ann"]["points"]) == float(graded["points"]) - 3
     assert _csv(out / "manual.csv")[0]["note"] == ""

@@ -62,7 +62,21 @@ def make(conn: sqlite3.Connection, database: Path) -> Path:
     where.mkdir(mode=0o700, exist_ok=True)
     os.chmod(where, 0o700)
     target = where / f"{PREFIX}{_stamp()}{SUFFIX}"
-    partial = target.with_name(target.name + ".partial")
+    copy_into(conn, target)
+    for old in backups(database)[:-KEEP]:
+        old.unlink(missing_ok=True)
+    return target
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot change ``path`` (nor leave a journal beside it)."""
+    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+
+
+def copy_into(conn: sqlite3.Connection, target: Path) -> None:
+    """Copy the database open in ``conn`` to ``target`` (0600) with SQLite's backup API, under a
+    temporary name renamed into place once complete."""
+    partial = target.with_name(f".{target.name}.partial")
     os.close(os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600))
     try:
         copy = sqlite3.connect(partial)
@@ -74,15 +88,12 @@ def make(conn: sqlite3.Connection, database: Path) -> Path:
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    for old in backups(database)[:-KEEP]:
-        old.unlink(missing_ok=True)
-    return target
 
 
 def head(backup: Path) -> tuple[int, str] | None:
     """The last history entry of a backup (its id and hash), None when it cannot be read."""
     try:
-        conn = sqlite3.connect(f"{backup.resolve().as_uri()}?mode=ro", uri=True)
+        conn = open_read_only(backup)
     except sqlite3.Error:
         return None
     try:
@@ -107,18 +118,11 @@ def restore(database: Path, backup: Path) -> tuple[Path | None, list[Path]]:
     if journal.exists():  # a hot journal belongs to the file moved aside, not to the restored one
         aside = kept.with_name(kept.name + "-journal") if kept else journal.with_name(journal.name + ".old")
         os.replace(journal, aside)
-    partial = database.with_name(f".{database.name}.restoring")
-    os.close(os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600))
-    source = sqlite3.connect(f"{backup.resolve().as_uri()}?mode=ro", uri=True)
+    source = open_read_only(backup)
     try:
-        copy = sqlite3.connect(partial)
-        try:
-            source.backup(copy)
-        finally:
-            copy.close()
+        copy_into(source, database)
     finally:
         source.close()
-    os.replace(partial, database)
     found = [p.name for p in backups(database)]
     ours = backup.resolve().parent == folder(database).resolve() and backup.name in found
     newer = [folder(database) / name for name in found[found.index(backup.name) + 1:]] if ours else []

@@ -319,7 +319,7 @@ def _prepare(gradebook: Gradebook) -> None:
 def _sound(backup: Path) -> str:
     """Why ``backup`` cannot be restored ("" when it can: it opens, its pages and its history's chain check)."""
     try:
-        conn = sqlite3.connect(f"{backup.resolve().as_uri()}?mode=ro", uri=True)
+        conn = backups.open_read_only(backup)
     except sqlite3.Error as exc:
         return str(exc)
     try:
