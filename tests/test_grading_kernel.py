@@ -192,10 +192,10 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     try:
         run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level)
         # again, as after a run stopped with Ctrl-C: the learners' job folders are still there
-        shutil.rmtree(out / "learners")
         for name in ("probe-limits", "probe-secret.txt", "probe-bubblewrap"):
             (out / ".grading" / "work" / name / "scratch").mkdir(parents=True, exist_ok=True)
-        run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level)
+        everyone = [arg for path in sorted(subs.iterdir()) for arg in ("--regrade", path.name)]
+        run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level, *everyone)
     finally:
         for key in planted:
             if key is not None:
