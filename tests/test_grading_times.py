@@ -21,9 +21,10 @@ from lessonlib.grading import records as r
 from lessonlib.grading.lms.downloads import find_learners
 from lessonlib.grading.lms.roster import read_roster
 from lessonlib.grading.lms.submissions import Learner
-from lessonlib.grading.lms.times import parse_moodle_time, stamp_worksheet_times, zone_of
+from lessonlib.grading.lms.times import parse_moodle_time, stamp_worksheet_times
 from lessonlib.grading.lms.unzip import unpack
 from lessonlib.grading.run.notebooks import course_notebooks
+from lessonlib.grading.zones import zone_of
 
 MASKING = "02_masking.ipynb"
 DUE = datetime(2026, 3, 2, 17, 0, tzinfo=timezone.utc)

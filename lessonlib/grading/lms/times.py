@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from lessonlib.grading.lms.submissions import Learner
 
@@ -51,33 +50,6 @@ _MONTHS = {name: n for n, names in enumerate((
 _WORDS = re.compile(r"(\d{1,2})\.?\s+(?:de\s+)?([^\W\d_]+)\.?\s+(?:de\s+)?(\d{4}),?\s+(?:à\s+|um\s+|a las\s+|às\s+)?"
                     r"(\d{1,2})[:h](\d{2})\s*([AaPp]\.?\s?[Mm]\.?)?")
 _NUMERIC = re.compile(r"(\d{1,2})[./](\d{1,2})[./](\d{4}),?\s+(\d{1,2}):(\d{2})")
-
-
-_OFFSET = re.compile(r"^(?:UTC)?([+-])(\d{2}):(\d{2})$")
-
-
-def zone_of(name: str | None) -> tzinfo | None:
-    """The time zone ``name`` names: an IANA name such as Europe/Berlin, or UTC, or a fixed offset
-    (``+01:00``, as a due date carries it); None for no name."""
-    if not name:
-        return None
-    fixed = _OFFSET.match(name)
-    if fixed:
-        sign = 1 if fixed[1] == "+" else -1
-        return timezone(sign * timedelta(hours=int(fixed[2]), minutes=int(fixed[3])))
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"--timezone {name!r} is not a time zone name; give an IANA name such as Europe/Berlin, "
-                         "America/New_York or UTC") from None
-
-
-def offset_name(when: datetime) -> str:
-    """The fixed offset of an aware time as ``zone_of`` reads it back ("+01:00")."""
-    offset = when.utcoffset() or timedelta(0)
-    sign = "-" if offset < timedelta(0) else "+"
-    minutes = abs(int(offset.total_seconds())) // 60
-    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
 
 
 def parse_moodle_time(text: str, zone: tzinfo | None = None) -> datetime | None:

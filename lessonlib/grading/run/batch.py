@@ -42,7 +42,6 @@ from lessonlib.grading.files import atomic_write_json
 from lessonlib.grading.isolation import cgroups, probe, sandbox, workers
 from lessonlib.grading.lms.downloads import DownloadError, Unattributed, find_learners
 from lessonlib.grading.lms.submissions import Learner
-from lessonlib.grading.lms.times import zone_of
 from lessonlib.grading.run import jobs, resume
 from lessonlib.grading.run.assess import assess, manual_grade
 from lessonlib.grading.run.errors import GradingError, Interrupted
@@ -55,6 +54,7 @@ from lessonlib.grading.run.notebooks import (
 )
 from lessonlib.grading.run.plans import ExercisePlan, plan_notebook
 from lessonlib.grading.run.results import TaskResult, read_results
+from lessonlib.grading.zones import zone_of
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from lessonlib.grading.store.database import Gradebook, StoreError, now
 from lessonlib.grading.store.late import LatePolicy
 from lessonlib.grading.store.marks import review_decisions
 from lessonlib.grading.store.schema import LOCAL_TIME_SOURCES, SUBMISSION_TIME_SOURCES
+from lessonlib.grading.zones import zone_of
 
 
 @dataclass(frozen=True)
@@ -324,8 +325,6 @@ def reread_local_times(gradebook: Gradebook, old_zone: tzinfo | None, new_zone: 
 
 
 def _zone(name: str) -> tzinfo | None:
-    from lessonlib.grading.lms.times import zone_of
-
     try:
         return zone_of(name) if name else None
     except ValueError:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 from datetime import tzinfo
 
-from lessonlib.grading.lms.times import offset_name, zone_of
 from lessonlib.grading.store.assignments import reread_local_times
 from lessonlib.grading.store.database import Gradebook, StoreError
+from lessonlib.grading.zones import offset_name, zone_of
 
 ZONE, SECRET = "timezone", "marking_secret"
 
