@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import math
 import re
@@ -363,12 +364,17 @@ def _is_section_heading(line: Line) -> bool:
 
 
 def sections(path: Path) -> list[Section]:
-    """The header and every section of a notebook, in order, with their counts.
+    """The header and every section of a notebook file, in order, with their counts."""
+    return sections_of(_cells(path), Path(path).stem)
+
+
+def sections_of(cells: list[dict], name: str) -> list[Section]:
+    """The header and every section of notebook ``name``'s cells, in order, with their counts.
 
     New names are counted in notebook order over every code cell, whatever the route.
     """
     parts: list[list[Line]] = []
-    for line in notebook_lines(_cells(path)):
+    for line in notebook_lines(cells):
         if not parts or _is_section_heading(line):
             parts.append([])
         parts[-1].append(line)
@@ -380,7 +386,7 @@ def sections(path: Path) -> list[Section]:
         markdown = [line for line in part if line.kind == "markdown"]
         code = [line for line in part if line.kind == "code"]
         found.append(Section(
-            notebook=Path(path).stem,
+            notebook=name,
             title=split_heading(first.heading)[0] if opened else "",
             heading=first.heading if opened else None,
             routes=first.routes,
@@ -476,7 +482,14 @@ class Times:
 
 def measure(path: Path) -> Times:
     """Count the words, weigh the code cells, count the Predicts and find the explorer of a notebook."""
-    return Times(Path(path).stem, tuple(sections(path)))
+    path = Path(path).resolve()
+    return _measure(path, path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _measure(path: Path, mtime_ns: int) -> Times:
+    """measure(), once per version of the file (routes, tables and plans measure the same notebooks)."""
+    return Times(path.stem, tuple(sections(path)))
 
 
 def lesson_notebooks(root: Path = Path(".")) -> list[Path]:
