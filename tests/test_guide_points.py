@@ -184,7 +184,8 @@ def test_the_table_of_prevention_exercises_counts_and_numbers_its_rows():
     assert rows and NUMBERS[said[1]] == len(rows), f"the guide says {said[1]} exercises and lists {len(rows)}"
     numbers = ct.exercise_numbers(ROOT)
     for number, name in rows:
-        assert numbers.get(name) == number, f"the guide numbers {name} {number}; its notebook numbers it {numbers.get(name)}"
+        assert numbers.get(name) == number, (
+            f"the guide numbers {name} {number}; its notebook numbers it {numbers.get(name)}")
 
 
 def test_the_guide_counts_the_exercise_notebooks():

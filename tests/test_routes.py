@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import ast
 import builtins
 import contextlib
 import io

@@ -91,7 +91,8 @@ def _wait(what: str, found: Any, lab: MadeLab, timeout: float = 90.0) -> Any:
     deadline = time.monotonic() + timeout
     while (result := found()) is None:
         if lab.process.poll() is not None:
-            pytest.fail(f"`make lab` exited with code {lab.process.returncode} before {what}:\n{lab.log_text()[-3000:]}")
+            pytest.fail(f"`make lab` exited with code {lab.process.returncode} before {what}:\n"
+                        f"{lab.log_text()[-3000:]}")
         if time.monotonic() > deadline:
             pytest.fail(f"no {what} within {timeout:.0f} s:\n{lab.log_text()[-3000:]}")
         time.sleep(0.2)
