@@ -17,11 +17,9 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from lab_driver import free_port, kernel_idle, lab_environment
+from lab_driver import LabServer, free_port, kernel_idle, lab_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(sys.prefix) if sys.prefix != sys.base_prefix else None  # the virtual environment running the tests
@@ -42,39 +40,14 @@ REDIRECT = re.compile(r"""url=([^"'\s>]+)""")
 
 
 @dataclass
-class MadeLab:
-    """`make lab` running in a copy of the course: its process group, address, token and log."""
+class MadeLab(LabServer):
+    """`make lab` running in a copy of the course; ``process`` is make, leader of its own process group."""
 
-    process: subprocess.Popen
-    base_url: str
-    token: str
-    log: Path
-    opened: Path  # where the browser script writes what it was given
+    opened: Path = Path()  # where the browser script writes what it was given
 
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def api(self, method: str, path: str) -> Any:
-        request = urllib.request.Request(f"{self.base_url}{path}", method=method,
-                                         headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            body = response.read()
-        return json.loads(body) if body else None
-
-    def stop(self) -> None:
-        """Shut its kernels down, then stop make and the server it started (their own process group)."""
-        if self.process.poll() is None:
-            try:
-                for session in self.api("GET", "/api/sessions"):
-                    self.api("DELETE", f"/api/sessions/{session['id']}")
-            except OSError:
-                pass
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+    def send(self, sig: int) -> None:
+        """Signal make and the server it started: their own process group, led by make."""
+        os.killpg(self.process.pid, sig)
 
 
 def _fresh_clone(folder: Path) -> Path:
@@ -92,9 +65,9 @@ def _wait(what: str, found: Any, lab: MadeLab, timeout: float = 90.0) -> Any:
     while (result := found()) is None:
         if lab.process.poll() is not None:
             pytest.fail(f"`make lab` exited with code {lab.process.returncode} before {what}:\n"
-                        f"{lab.log_text()[-3000:]}")
+                        f"{lab.log_tail()}")
         if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout:.0f} s:\n{lab.log_text()[-3000:]}")
+            pytest.fail(f"no {what} within {timeout:.0f} s:\n{lab.log_tail()}")
         time.sleep(0.2)
     return result
 
@@ -123,7 +96,7 @@ def made_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeLab]:
         process = subprocess.Popen(["make", "--no-print-directory", "lab", f"VENV={VENV}", "-o", str(stamp)],
                                    cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
-    lab = MadeLab(process, f"http://127.0.0.1:{port}", token, log, opened)
+    lab = MadeLab(process, f"http://127.0.0.1:{port}", token, clone, log, opened)
     try:
         yield lab
     finally:
@@ -131,7 +104,7 @@ def made_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeLab]:
 
 
 def _printed_link(lab: MadeLab) -> str | None:
-    found = re.search(re.escape(lab.base_url) + r"(/\S*)\?token=", lab.log_text())
+    found = re.search(re.escape(lab.base_url) + r"(/\S*)\?token=", lab.log_tail(10**6))
     return found.group(1) if found else None
 
 
