@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,9 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import course_tables as ct  # noqa: E402
+
 SCHEMA_PATH = ROOT / "tests" / "data" / "citation-file-format-1.2.0.schema.json"
 
 
@@ -86,8 +90,6 @@ def test_citation_agrees_with_pyproject() -> None:
         assert name in licence_text, f"LICENSE does not state the {name}"
 
 
-NUMBERS = {word: n for n, word in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
 
 
 def _pyproject() -> dict[str, Any]:
@@ -111,4 +113,4 @@ def test_the_repository_has_one_address() -> None:
 def test_citation_counts_the_notebooks() -> None:
     said = re.search(r"\b(\w+) notebooks\b", citation()["abstract"], re.I)
     count = len(list((ROOT / "notebooks").glob("*.ipynb")))
-    assert said and NUMBERS.get(said[1].lower()) == count, f"CITATION.cff's abstract should count {count} notebooks"
+    assert said and said[1].lower() == ct.in_words(count), f"CITATION.cff's abstract should count {count} notebooks"

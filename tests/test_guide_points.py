@@ -22,6 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "instructor-guide.md"
+sys.path.insert(0, str(ROOT / "tools"))
+import course_tables as ct  # noqa: E402
+
 HEADING = re.compile(r"^#+\s*(?:Exercise|Question)\s+(\d+\.\d+)\b", re.M)
 
 
@@ -99,6 +102,9 @@ def test_the_guides_totals_in_words_are_the_registrys():
     for question in MANUAL_QUESTIONS.values():
         assert question.points == next(iter(MANUAL_QUESTIONS.values())).points
     assert f"worth {next(iter(MANUAL_QUESTIONS.values())).points:g} points each" in guide
+    said = re.search(r"\(([\w-]+) auto-graded exercises, [\d.]+ points, and (\w+) written questions", guide)
+    assert said and (said[1], said[2]) == (ct.in_words(len(EXERCISES)), ct.in_words(len(MANUAL_QUESTIONS))), (
+        f"the guide should count {len(EXERCISES)} auto-graded exercises and {len(MANUAL_QUESTIONS)} written questions")
 
 
 # --- the term plan: the times and points it states ----------------------------------------------
@@ -159,8 +165,6 @@ def test_the_term_plan_states_the_registrys_points():
 
 # --- other counts of the guide ------------------------------------------------------------------
 
-NUMBERS = {word: n for n, word in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
 
 
 def test_the_quick_start_names_the_notebooks_with_written_answers():
@@ -174,14 +178,11 @@ def test_the_quick_start_names_the_notebooks_with_written_answers():
 
 
 def test_the_table_of_prevention_exercises_counts_and_numbers_its_rows():
-    sys.path.insert(0, str(ROOT / "tools"))
-    import course_tables as ct
-
     text = GUIDE.read_text(encoding="utf-8")
     said = re.search(r"Besides writing attention, masks and positions, (\w+) exercises practise", text)
     table = text[said.end():].split("\n\n", 2)[1]
     rows = re.findall(r"^\| (\d+\.\d+) `(\w+)\(", table, re.M)
-    assert rows and NUMBERS[said[1]] == len(rows), f"the guide says {said[1]} exercises and lists {len(rows)}"
+    assert rows and said[1] == ct.in_words(len(rows)), f"the guide says {said[1]} exercises and lists {len(rows)}"
     numbers = ct.exercise_numbers(ROOT)
     for number, name in rows:
         assert numbers.get(name) == number, (
@@ -192,7 +193,7 @@ def test_the_guide_counts_the_exercise_notebooks():
     guide = " ".join(GUIDE.read_text(encoding="utf-8").split())
     said = re.search(r"release all (\w+) exercise notebooks", guide)
     count = len(list((ROOT / "exercises").glob("*.ipynb")))
-    assert said and NUMBERS[said[1]] == count, f"the guide should count {count} exercise notebooks"
+    assert said and said[1] == ct.in_words(count), f"the guide should count {count} exercise notebooks"
 
 
 if __name__ == "__main__":

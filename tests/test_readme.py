@@ -19,9 +19,6 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 sys.path.insert(0, str(ROOT / "tools"))
 import course_tables as ct  # noqa: E402
 
-NUMBERS = {word: n for n, word in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
-
 
 def _sections() -> list[tuple[str, str]]:
     parts = re.split(r"^## (.+)$", README, flags=re.M)
@@ -43,7 +40,7 @@ def test_it_says_how_to_stop_a_server_started_in_the_background():
 def test_it_counts_the_notebooks():
     said = re.search(r"\b(\w+) notebooks with explorers", README)
     count = len(list((ROOT / "notebooks").glob("*.ipynb")))
-    assert said and NUMBERS.get(said[1]) == count, f"the README should count {count} notebooks"
+    assert said and said[1] == ct.in_words(count), f"the README should count {count} notebooks"
 
 
 @pytest.mark.parametrize("route", ["lesson", "unit", "everything"])

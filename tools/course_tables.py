@@ -62,6 +62,16 @@ def exercise_numbers(root: Path = ROOT) -> dict[str, str]:
     return numbers
 
 
+UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+         "seventeen eighteen nineteen").split()
+TENS = {2: "twenty", 3: "thirty", 4: "forty", 5: "fifty", 6: "sixty", 7: "seventy", 8: "eighty", 9: "ninety"}
+
+
+def in_words(n: int) -> str:
+    """A count from 0 to 99 as the prose writes it: "seven", "twenty-two"."""
+    return UNITS[n] if n < 20 else TENS[n // 10] + (f"-{UNITS[n % 10]}" if n % 10 else "")
+
+
 def _joined(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
