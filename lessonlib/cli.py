@@ -104,7 +104,8 @@ def add_exercises_commands(subparsers: argparse._SubParsersAction) -> None:
     common(check)
     check.set_defaults(func=_cmd_verify)
 
-    listing = commands.add_parser("list", help="the exercises, their points and numbers of cases")
+    listing = commands.add_parser("list", help="the exercises, their points and numbers of cases, and the named "
+                                               "assignments with their points")
     listing.add_argument("--seed", type=int, default=0, help="seed for counting hidden cases")
     listing.set_defaults(func=_cmd_list)
 

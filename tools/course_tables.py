@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reading_times as rt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+GUIDE_LINKS = "../notebooks/"  # from docs/ to the notebooks
 NUMBERED = re.compile(r"^##\s+(?:Exercise|Question)\s+(\d+\.\d+)\b", re.MULTILINE)
 
 
@@ -32,14 +33,17 @@ def routes_table(root: Path = ROOT) -> str:
     return "\n".join(f"| {times[name]} |" for name in rt.ROUTES)
 
 
-def lesson_sections_table(root: Path = ROOT) -> str:
-    """The lesson route, notebook by notebook: its sections in order, and the notebook's time on it."""
+def lesson_sections_table(root: Path = ROOT, links: str = "") -> str:
+    """The lesson route, notebook by notebook: its sections in order, and the notebook's time on it.
+
+    ``links`` is the path from the page to notebooks/: "" in 00, "../notebooks/" in the guide.
+    """
     lines = ["| notebook | the lesson's sections | time |", "|---|---|---|"]
     for times in rt.route(rt.LESSON, root).notebooks:
         if not times.on_lesson:
             continue
         titles = "; ".join(s.title for s in times.sections if s.heading is not None and rt.LESSON in s.routes)
-        name = f"[`{times.name}`]({times.name}.ipynb)"
+        name = f"[`{times.name}`]({links}{times.name}.ipynb)"
         lines.append(f"| {name} | {titles} | {rt.format_range(times.lesson_range)} |")
     return "\n".join(lines)
 
@@ -107,7 +111,8 @@ def lesson_assignment_table(root: Path = ROOT) -> str:
 
 def main() -> int:
     for title, text in (("00 and the guide: the three routes' times (the table's last column)", routes_table()),
-                        ("00 and the guide: the lesson's sections", lesson_sections_table()),
+                        ("00: the lesson's sections", lesson_sections_table()),
+                        ("the guide: the lesson's sections", lesson_sections_table(links=GUIDE_LINKS)),
                         ("00: the lesson assignment", practice_line()),
                         ("the guide: the lesson assignment", lesson_assignment_table())):
         print(f"--- {title}\n{text}\n")

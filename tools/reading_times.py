@@ -102,6 +102,7 @@ LESSON, UNIT, EVERYTHING = "lesson", "unit", "everything"
 ROUTES = (LESSON, UNIT, EVERYTHING)  # narrowest first; each route holds the ones before it
 ROUTE_OPTIONS = {"lesson": LESSON, "unit": UNIT, "all": EVERYTHING}  # --route's names
 MARKS = {" · ".join(ROUTES[i:]): frozenset(ROUTES[i:]) for i in range(len(ROUTES))}
+CORE, DEEPER = frozenset({UNIT, EVERYTHING}), frozenset({EVERYTHING})  # where an unmarked heading stands
 ROUTE_MARK = re.compile(r"\s+\[(" + "|".join(re.escape(m) for m in MARKS) + r")\]$")
 SECTION_NUMBER = re.compile(r"^\d+\.\s+")
 
@@ -244,7 +245,7 @@ class Line:
 
 
 class RouteError(ValueError):
-    """A heading whose route mark contradicts where it stands (or is missing where one is required)."""
+    """A heading whose route mark contradicts where it stands (a Going deeper title, its enclosing section)."""
 
 
 @dataclass
@@ -261,7 +262,7 @@ def _section_routes(level: int, text: str, open_sections: list[_Open]) -> _Open:
     parent = open_sections[-1] if open_sections else None
     title, marked = split_heading(text)
     deeper = title.lower().startswith("going deeper") or (parent is not None and parent.deeper)
-    implied = MARKS[EVERYTHING] if deeper else MARKS[f"{UNIT} · {EVERYTHING}"]
+    implied = DEEPER if deeper else CORE
     routes = marked if marked is not None else (implied & parent.routes if parent else implied)
     if (UNIT in routes) == deeper:
         where = "inside a Going deeper section" if deeper else "on the core path"
@@ -447,7 +448,7 @@ class Times:
 
     @property
     def on_lesson(self) -> bool:
-        return any(s.heading is not None for s in _on(self.sections, LESSON))
+        return bool(_on(self.sections, LESSON))
 
     @property
     def core_estimate(self) -> float:
@@ -459,7 +460,7 @@ class Times:
 
     @property
     def lesson_estimate(self) -> float:
-        return self.estimate(LESSON) if self.on_lesson else 0.0
+        return self.estimate(LESSON)
 
     @property
     def core_range(self) -> tuple[int, int]:
@@ -505,7 +506,7 @@ class Route:
 
     @property
     def estimate(self) -> float:
-        return sum(t.estimate(self.name) for t in self.notebooks if self.name != LESSON or t.on_lesson)
+        return sum(t.estimate(self.name) for t in self.notebooks)
 
     @property
     def range(self) -> tuple[int, int]:
@@ -517,8 +518,7 @@ class Route:
         return format_range(self.range) if self.name == LESSON else hour_range(self.estimate)
 
     def sections(self) -> list[Section]:
-        return [s for t in self.notebooks for s in t.sections if self.name in s.routes
-                and (self.name != LESSON or t.on_lesson)]
+        return [s for t in self.notebooks for s in t.sections if self.name in s.routes]
 
 
 def route(name: str, root: Path = Path(".")) -> Route:
@@ -656,8 +656,8 @@ def _print_route(name: str) -> None:
     print(f"the {chosen.name} route, section by section (minutes on the self-paced basis; the header of each "
           "notebook is its title, set-up and introduction)")
     for times in chosen.notebooks:
-        on = [s for s in times.sections if chosen.name in s.routes]
-        if chosen.name == LESSON and not times.on_lesson:
+        on = _on(times.sections, chosen.name)
+        if not on:
             continue
         print(f"{times.name}: {times.estimate(chosen.name):.1f} min")
         for s in on:

@@ -69,9 +69,14 @@ class Plan:
     rows: tuple[Row, ...]
 
     @property
-    def minutes(self) -> float:
-        """Its sections' in-class minutes plus its activities' stated minutes."""
-        return sum(row.minutes if row.sections else row.span for row in self.rows)
+    def section_minutes(self) -> float:
+        """In-class minutes of the sections it names."""
+        return sum(row.minutes for row in self.rows)
+
+    @property
+    def activity_minutes(self) -> int:
+        """Minutes of the rows that name no section (exercises in class, exit questions)."""
+        return sum(row.span for row in self.rows if not row.sections)
 
     def problems(self) -> list[str]:
         """Why the plan does not fit its slot (empty when it does)."""
@@ -143,7 +148,8 @@ def main() -> int:
     print(f"in-class pace: {pace.words_per_minute:g} words a minute, code at {pace.code_factor:g} of its "
           f"self-paced weight, {pace.predict:g} per Predict, {pace.explorer:g} per explorer")
     for plan in plans():
-        print(f"\n{plan.title}: {plan.minutes:.1f} of {plan.slot} min")
+        print(f"\n{plan.title}: sections {plan.section_minutes:.1f} min and activities {plan.activity_minutes} min, "
+              f"in {plan.slot} min")
         for row in plan.rows:
             kind = f"{row.minutes:5.1f} min of sections" if row.sections else "activity"
             print(f"  {row.start:>3}-{row.end:<3} {kind:22s} {row.what[:70]}")

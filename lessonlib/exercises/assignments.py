@@ -92,7 +92,7 @@ LESSON = Assignment(
         Item("leaks_future", "common error 1's prevention test: zero weight on the future, with unequal lengths"),
         Item("mask_polarity", "the library probe: a mask's meaning read off a tiny case"),
         Item("is_order_sensitive", "goal 3, and common error 3's prevention test: same content, different order"),
-        Item("q2_attention_not_causal", "the second check-your-understanding question (written)"),
+        Item("q2_attention_not_causal", "the second check-your-understanding question"),
     ),
 )
 
