@@ -53,7 +53,8 @@ Usage::
     python tools/reading_times.py --route lesson      # a route's sections and time (lesson, unit, all)
     python tools/reading_times.py --assignment lesson # an assignment's exercises and working time
 
-Imported by tests/test_teaching.py, tests/test_routes.py and tools/session_plans.py.
+Imported by tools/session_plans.py, tools/course_tables.py and the tests that hold the notebooks, 00,
+the README and the instructor guide to these counts (tests/test_teaching.py, tests/test_routes.py, ...).
 """
 
 from __future__ import annotations
