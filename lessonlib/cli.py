@@ -2,7 +2,7 @@
 
     lessonlib exercises build     write exercises/ from solutions/ and execute them
     lessonlib exercises verify    fail when exercises/ is out of date with solutions/
-    lessonlib exercises list      the exercises, their points and numbers of cases
+    lessonlib exercises list      the exercises, their points and numbers of cases, and the named assignments
     lessonlib grade SUBMISSION... --out DIR [--roster FILE --assignment NAME]
                                   grade learners' notebooks into a gradebook (and an LMS import file)
     lessonlib gradescope build --notebooks 02_masking.ipynb --out autograder.zip
@@ -66,7 +66,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
+    from lessonlib.exercises import ASSIGNMENTS, EXERCISES, MANUAL_QUESTIONS
 
     print(f"{'exercise':30} {'notebook':18} {'points':>6} {'public':>6} {'hidden':>6}  diagnoses")
     for ex in EXERCISES.values():
@@ -76,6 +76,12 @@ def _cmd_list(args: argparse.Namespace) -> int:
               f"{len(ex.hidden_cases(args.seed)):>6}  {names}")
     for q in MANUAL_QUESTIONS.values():
         print(f"{q.name:30} {q.notebook:18} {q.points:>6g} {'manual':>6} {'':>6}  cell id {q.cell_id}")
+    print()
+    print(f"{'assignment':30} {'items':>24} {'points':>6}  exercises and written questions")
+    for assignment in ASSIGNMENTS.values():
+        counts = f"{len(assignment.exercises)} exercises, {len(assignment.questions)} written"
+        listed = ", ".join(f"{name} {assignment.points_of(name):g}" for name in assignment.items)
+        print(f"{assignment.name:30} {counts:>24} {assignment.points:>6g}  {listed}")
     return 0
 
 
@@ -99,7 +105,8 @@ def add_exercises_commands(subparsers: argparse._SubParsersAction) -> None:
     common(check)
     check.set_defaults(func=_cmd_verify)
 
-    listing = commands.add_parser("list", help="the exercises, their points and numbers of cases")
+    listing = commands.add_parser("list", help="the exercises, their points and numbers of cases, and the named "
+                                               "assignments with their points")
     listing.add_argument("--seed", type=int, default=0, help="seed for counting hidden cases")
     listing.set_defaults(func=_cmd_list)
 
