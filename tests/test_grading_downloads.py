@@ -229,7 +229,7 @@ def test_grading_the_download_zip_finds_its_learners_and_flags_a_wrong_notebook(
     })
     out = tmp_path / "out"
     code = cli.main(["grade", str(archive), "--out", str(out), "--notebooks", "02_masking", "--timeout", "2",
-                     "--memory", "512", "--workers", "1", "--quiet"])
+                     "--memory", "512", "--workers", "1", "--quiet", "--timezone", "UTC"])
     _, err = capsys.readouterr()
     assert code == 0, err
     learners = {lr["key"]: lr for lr in json.loads((out / "grades.json").read_text())["learners"]}

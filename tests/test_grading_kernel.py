@@ -279,14 +279,14 @@ def graded(request: pytest.FixtureRequest) -> tuple[dict, Path, str]:
     try:
         run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level)
         # again, as after a run stopped with Ctrl-C: the learners' job folders are still there
-        shutil.rmtree(out / "learners")
         for name in ("probe-limits", "probe-secret.txt", "probe-bubblewrap"):
             (out / ".grading" / "work" / name / "scratch").mkdir(parents=True, exist_ok=True)
-        # a learner who hands in late, whose code tries what the first run wrote, and the gradebook
+        everyone = [arg for path in sorted(subs.iterdir()) for arg in ("--regrade", path.name)]
+        # and a learner who hands in late, whose code tries what the first run wrote, and the gradebook
         write_learner(subs / "reader", _only("masked_softmax", _reader(
             [str(out / "grades.json"), str(out / "feedback" / "control.md"), str(out / "marking" / "key.csv"),
              str(root / "gradebook.db")])))
-        run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level)
+        run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level, *everyone)
     finally:
         for key in planted:
             if key is not None:

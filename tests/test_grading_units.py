@@ -26,8 +26,6 @@ from lessonlib.grading.isolation.sandbox import Isolation, Limits
 from lessonlib.grading.lms.submissions import discover
 from lessonlib.grading.reports.gradebook import GRADES_COLUMNS, feedback_markdown, write_gradebook
 from lessonlib.grading.run.assess import assess, manual_grade
-from lessonlib.grading.run.batch import GradeSettings, grade
-from lessonlib.grading.run.errors import GradingError
 from lessonlib.grading.run.notebooks import CourseNotebook, Notebook, course_notebooks, read_notebook
 from lessonlib.grading.run.plans import ManualAnswer, plan_notebook
 from lessonlib.grading.run.results import TaskResult, read_results
@@ -362,13 +360,19 @@ def test_grade_command_options() -> None:
     assert (args.timeout, args.memory, args.workers, args.seed, args.isolation) == (3.0, 256, 1, 7, "auto")
 
 
-def test_a_different_seed_for_the_same_folder_is_refused(tmp_path: Path) -> None:
-    write_learner(tmp_path / "subs" / "amy", {})
-    (tmp_path / "out" / ".grading").mkdir(parents=True)
-    (tmp_path / "out" / ".grading" / "state.json").write_text('{"seed": 1}')
-    with pytest.raises(GradingError, match="another --seed"):
-        grade([tmp_path / "subs"], GradeSettings(out=tmp_path / "out", seed=2))
+def test_a_different_seed_for_the_same_assignment_is_refused(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from lessonlib.grading import store
+
+    write_learner(tmp_path / "subs" / "amy", masking())
+    with store.open_gradebook(tmp_path / "gradebook.db", "test") as gb:
+        store.ensure_assignment(gb, "out", ["02_masking.ipynb"], seed=1)
+    capsys.readouterr()
+    assert cli.main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--seed", "2",
+                     "--notebooks", "02_masking.ipynb"]) == 2
+    assert "keeps the seed it was first graded with" in capsys.readouterr().err
     assert cli.main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"), "--seed", "1"]) == 2
+    assert "no such notebook, zip or folder" in capsys.readouterr().err
 
 
 def test_every_exercise_belongs_to_a_course_notebook() -> None:

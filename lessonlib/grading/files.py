@@ -55,3 +55,18 @@ def read_json(path: Path) -> Any | None:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def os_error_line(exc: OSError) -> str:
+    """An operating system's error while reading or writing the grader's files, as one line that says
+    what to do (what was saved before it stays saved)."""
+    import errno
+
+    where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno == errno.ENOSPC:
+        return (f"no space left on the disk{where}: free some space and run the same command again (what was saved "
+                "is kept)")
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return (f"cannot write{where}: the folder is read-only or not yours; give yourself write permission, or "
+                "use a folder you can write")
+    return f"{exc.strerror or exc}{where}"

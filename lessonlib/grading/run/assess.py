@@ -315,4 +315,4 @@ def manual_grade(answer: ManualAnswer) -> r.ExerciseGrade:
     points = None if answer.status == r.NEEDS_MANUAL else 0.0
     return r.ExerciseGrade(q.notebook, q.name, points, q.points, answer.status, diagnosis=answer.reason,
                            reason=answer.reason, kind="manual", answer_text=answer.text,
-                           notes=[f"Question: {q.question}"])
+                           notes=[f"Question: {q.question}"], answer_sha256=r.answer_digest(answer.text))
