@@ -192,7 +192,7 @@ def test_a_zip_that_packs_far_more_than_notebooks_do_is_refused_before_unpacking
                 entry.write(bytes(1 << 20))
     assert archive.stat().st_size < (1 << 20)
     out = tmp_path / "week2"
-    code = cli.main(["grade", str(archive), "--out", str(out), "--quiet"])
+    code = cli.main(["grade", str(archive), "--out", str(out), "--timezone", "UTC", "--quiet"])
     _, err = capsys.readouterr()
     assert code == 2, err
     assert "the entry 'jonesamy_412233_208490300_02_masking.ipynb' would unpack to 67,108,864 bytes" in err
