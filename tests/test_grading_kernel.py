@@ -228,6 +228,11 @@ def _plant_for_nobody(payload: bytes) -> None:
     os.waitpid(pid, 0)
 
 
+# No answer here loops: time enough that the whole-matrix answers' largest hidden case (0.8 s of CPU
+# alone) still finishes on a loaded machine, where 1.5 s of CPU and 4 s on the clock did not.
+OPTIONS = ("--workers", "2", "--seed", "20261201", "--timeout", "4")
+
+
 def _only(exercise: str, answer: str) -> dict[str, Any]:
     """A learner who hands in ``exercise``'s notebook with ``answer`` and no other answer cell (the
     others are not attempted, so nothing else of theirs runs)."""
@@ -277,7 +282,7 @@ def graded(request: pytest.FixtureRequest) -> tuple[dict, Path, str]:
     for name, notebooks in learners.items():
         write_learner(subs / name, notebooks)
     try:
-        run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level)
+        run_cli(sorted(subs.iterdir()), out, *OPTIONS, "--isolation", level)
         # again, as after a run stopped with Ctrl-C: the learners' job folders are still there
         for name in ("probe-limits", "probe-secret.txt", "probe-bubblewrap"):
             (out / ".grading" / "work" / name / "scratch").mkdir(parents=True, exist_ok=True)
@@ -286,7 +291,7 @@ def graded(request: pytest.FixtureRequest) -> tuple[dict, Path, str]:
         write_learner(subs / "reader", _only("masked_softmax", _reader(
             [str(out / "grades.json"), str(out / "feedback" / "control.md"), str(out / "marking" / "key.csv"),
              str(root / "gradebook.db")])))
-        run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", "20261201", "--isolation", level, *everyone)
+        run_cli(sorted(subs.iterdir()), out, *OPTIONS, "--isolation", level, *everyone)
     finally:
         for key in planted:
             if key is not None:
