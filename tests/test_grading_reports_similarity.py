@@ -9,11 +9,14 @@ import pytest
 from grading_submissions import EXERCISES, notebook, write_learner
 from report_pages import HOSTILE_ANSWER, assert_alone
 
+from lessonlib.exercises import ex_masking
 from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.reports import similarity
 from lessonlib.grading.reports.course import CourseFile, course_files, exercise_stubs
 
-ROOT = Path(__file__).resolve().parents[1]  # the course checkout these tests come from, installed package or not
+# the course these tests come from: its notebooks and exercises (lessonlib's own files are read from the
+# package that is imported, which CI installs from a wheel into a course copied without lessonlib/)
+ROOT = Path(__file__).resolve().parents[1]
 
 HEADER = '''def masked_softmax(scores, allowed):
     """Softmax over the last axis with disallowed keys excluded first; empty rows all zero.
@@ -221,7 +224,7 @@ def test_statements_that_do_nothing_and_a_new_order_hide_no_copy(tmp_path: Path)
 def test_misconception_models_and_one_liners_are_not_copies_of_the_course(tmp_path: Path) -> None:
     course = course_files(ROOT)
     assert not any(f.label.startswith(("lessonlib/exercises/", "lessonlib/grading/")) for f in course)
-    models = [CourseFile("lessonlib/exercises/ex_masking.py", (ROOT / "lessonlib/exercises/ex_masking.py").read_text())]
+    models = [CourseFile("lessonlib/exercises/ex_masking.py", Path(ex_masking.__file__).read_text(encoding="utf-8"))]
     answers = _answers(tmp_path, {"mis": MISCONCEPTION, "one": ONE_LINE})
     assert similarity.find_matches(answers, course, exercise_stubs(ROOT / "exercises"))[1] == []
     one_line_course = [CourseFile("notebooks/x.ipynb", ONE_LINE)]
