@@ -1,8 +1,9 @@
-"""A grading process that dies is blamed on a learner only where learner code could have killed it.
+"""A grading process that dies is never blamed on a learner: learner code cannot kill it.
 
-In the bubblewrap sandbox learner code cannot reach the grading process, so when it dies (here:
-kill -9 while an honest, slow answer runs) the exercise that was running is run again by the
-next run of the same command, and earns its points.
+In the bubblewrap sandbox learner code cannot reach the grading process; level limits is refused
+to an ordinary user, and root's learner code runs as nobody. So when the grader dies (here: kill -9
+while an honest, slow answer runs) the exercise that was running is run again by the next run of
+the same command, and earns its points, at either level.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 import pytest
 from grading_submissions import CORRECT_MASKED_SOFTMAX, masking, write_learner
 from test_grading_hostile import MEMORY_MB, REQUIRED, TIMEOUT, load, run_cli
+
+from lessonlib.grading.isolation import sandbox
 
 SLOW = CORRECT_MASKED_SOFTMAX + '''
 import time
@@ -44,15 +47,24 @@ def _wait_for(path: Path, needle: bytes, timeout: float) -> bool:
     return False
 
 
-def test_a_killed_grader_is_not_blamed_on_the_learner_in_the_sandbox(tmp_path: Path) -> None:
-    if shutil.which("bwrap") is None:
+def _level_or_skip(level: str) -> None:
+    if level == "bubblewrap" and shutil.which("bwrap") is None:
         if REQUIRED:
             pytest.fail("bubblewrap is required (REQUIRE_BUBBLEWRAP=1) but not installed")
-        pytest.skip("needs bubblewrap: at level limits a dead grader is blamed on purpose")
+        pytest.skip("needs bubblewrap")
+    if level == "limits" and os.geteuid() != 0:
+        pytest.skip("level limits refuses an ordinary user's graded work (test_grading_secrets.py)")
+    if level == "limits" and (why := sandbox.python_refused_to_nobody()):
+        pytest.skip(f"level limits is not available here: {why}")
+
+
+@pytest.mark.parametrize("level", ["bubblewrap", "limits"])
+def test_a_killed_grader_is_not_blamed_on_the_learner(tmp_path: Path, level: str) -> None:
+    _level_or_skip(level)
     subs, out = tmp_path / "submissions", tmp_path / "gradebook"
     write_learner(subs / "slow", masking({"masked_softmax": SLOW}))
     command = [sys.executable, "-m", "lessonlib.cli", "grade", str(subs / "slow"), "--out", str(out),
-               "--timeout", str(TIMEOUT), "--memory", str(MEMORY_MB), "--quiet", "--isolation", "bubblewrap"]
+               "--timeout", str(TIMEOUT), "--memory", str(MEMORY_MB), "--quiet", "--isolation", level]
     grader = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         started = _wait_for(out / ".grading" / "work" / "slow" / "worker.out", b"02_masking--masked_softmax", 60)
@@ -62,7 +74,7 @@ def test_a_killed_grader_is_not_blamed_on_the_learner_in_the_sandbox(tmp_path: P
     finally:
         grader.kill()
         grader.wait()
-    run_cli([subs / "slow"], out, "--isolation", "bubblewrap")
+    run_cli([subs / "slow"], out, "--isolation", level)
     data, _ = load(out)
     grade = {e["exercise"]: e for e in data["learners"][0]["exercises"]}["masked_softmax"]
     assert grade["status"] == "passed" and grade["points"] == grade["max_points"], grade["reason"]

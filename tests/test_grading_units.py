@@ -29,7 +29,7 @@ from lessonlib.grading.run.assess import assess, manual_grade
 from lessonlib.grading.run.notebooks import CourseNotebook, Notebook, course_notebooks, read_notebook
 from lessonlib.grading.run.plans import ManualAnswer, plan_notebook
 from lessonlib.grading.run.results import TaskResult, read_results
-from lessonlib.grading.run.resume import blame, load_suspects
+from lessonlib.grading.run.resume import forgive_dead_grader, load_suspects
 
 COURSES = course_notebooks()
 MASKING = next(c for c in COURSES if c.name == "02_masking.ipynb")
@@ -211,10 +211,10 @@ def test_lessonlib_calls_and_stopped_grader() -> None:
 # --- resuming after the grading process died ----------------------------------------------------------
 
 
-def _marker(job: Path, key: str, solo: bool = False, finished: bool = False, level: str = "limits") -> None:
+def _marker(job: Path, key: str, finished: bool = False) -> None:
     """The worker's output as a dead grading process left it: ``key`` started (and maybe finished)."""
     job.mkdir(parents=True, exist_ok=True)
-    records = wire.record({"kind": "started", "key": key, "solo": solo, "level": level})
+    records = wire.record({"kind": "started", "key": key})
     records += wire.record({"kind": "result", "key": key, "fate": {}}) if finished else b""
     with open(job / sandbox.OUT_FILE, "ab") as f:
         f.write(records)
@@ -228,44 +228,37 @@ def test_worker_records_are_read_once_into_task_results(tmp_path: Path) -> None:
               + wire.json_frame({"kind": "case", "id": "c1", "outcome": outcome, "arrays": 1})
               + wire.npy_frame(arrays[0]) + wire.json_frame({"kind": "done"}))
     hidden = wire.json_frame({"kind": "case", "id": "hidden-1", "outcome": outcome, "arrays": 1})  # cut: no array
-    data = (wire.record({"kind": "started", "key": key, "solo": False, "level": "limits"})
+    data = (wire.record({"kind": "started", "key": key})
             + wire.record({"kind": "result", "key": key, "fate": {"exit_code": 0}, "hidden_fate": {"exit_code": 0},
                            "split": len(public)}, public + hidden)
-            + wire.record({"kind": "started", "key": "02_masking--padding_mask", "level": "limits"}))
+            + wire.record({"kind": "started", "key": "02_masking--padding_mask"}))
     (tmp_path / sandbox.OUT_FILE).write_bytes(data[:-3])  # the grading process died mid-record
     report = read_results(tmp_path, LIMITS)
     task = report.results[key]
     assert task.done and not task.broken and task.fate == {"exit_code": 0}
     np.testing.assert_array_equal(task.outcomes["c1"].value.data, np.tri(3, dtype=bool))
     assert task.hidden is not None and not task.hidden.outcomes and "missing arrays" in task.hidden.broken
-    assert report.in_flight() == {} and report.fatal is None  # the cut-off record is not read
+    assert report.in_flight() == [] and report.fatal is None  # the cut-off record is not read
     (tmp_path / sandbox.OUT_FILE).write_bytes(data + wire.record({"kind": "fatal", "error": "no python"}))
     report = read_results(tmp_path, LIMITS)
-    assert list(report.in_flight()) == ["02_masking--padding_mask"] and report.fatal == "no python"
+    assert report.in_flight() == ["02_masking--padding_mask"] and report.fatal == "no python"
 
 
-def test_a_lone_unfinished_exercise_is_blamed_several_are_rerun_alone(tmp_path: Path) -> None:
-    _marker(tmp_path / "one", "02_masking--masked_softmax")
+def test_a_dead_grader_is_never_blamed_on_the_learner(tmp_path: Path) -> None:
+    """Learner code cannot kill the grading process at any level: what was running when it died,
+    alone or beside others, is run again and given no stopped_grader; a worker's death recorded
+    before (suspects.json) stands, and a finished learner's job folder goes."""
+    _marker(tmp_path / "one", "02_masking--masked_softmax")  # alone
     _marker(tmp_path / "one", "02_masking--causal_mask", finished=True)
-    blame(tmp_path, LIMITS, set())
-    assert load_suspects(tmp_path / "one") == {"02_masking--masked_softmax": "culprit"}
-    _marker(tmp_path / "two", "01_scaling--q1_context")
+    _marker(tmp_path / "two", "01_scaling--q1_context")  # two learners at once
     _marker(tmp_path / "three", "01_scaling--q1_context")
-    blame(tmp_path, LIMITS, set())
-    assert load_suspects(tmp_path / "two") == {"01_scaling--q1_context": "solo"}
-    _marker(tmp_path / "two", "01_scaling--q1_context", solo=True)  # it stopped the grader again, alone
-    blame(tmp_path, LIMITS, set())
-    assert load_suspects(tmp_path / "two") == {"01_scaling--q1_context": "culprit"}
-
-
-def test_in_the_sandbox_a_dead_grader_is_never_blamed_on_the_learner(tmp_path: Path) -> None:
-    """Learner code in the bubblewrap sandbox cannot reach the grading process: the exercise that
-    was running when it died is run again, not given stopped_grader."""
-    _marker(tmp_path / "one", "02_masking--masked_softmax", solo=True, level="bubblewrap")
-    _marker(tmp_path / "two", "02_masking--causal_mask", level="bubblewrap")
-    blame(tmp_path, LIMITS, set())
+    (tmp_path / "three" / "suspects.json").write_text('{"02_masking--causal_mask": "culprit"}')
+    _marker(tmp_path / "done", "02_masking--causal_mask", finished=True)
+    forgive_dead_grader(tmp_path, {"done"})
     assert load_suspects(tmp_path / "one") == {} and load_suspects(tmp_path / "two") == {}
+    assert load_suspects(tmp_path / "three") == {"02_masking--causal_mask": "culprit"}
     assert not list(tmp_path.glob(f"*/{sandbox.OUT_FILE}"))  # nothing left to blame on the next run either
+    assert not (tmp_path / "done").exists()
 
 
 def test_a_rerun_shows_no_points_of_the_earlier_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

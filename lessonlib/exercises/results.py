@@ -41,7 +41,7 @@ class Status(str, Enum):
     CRASHED = "crashed"  # the process running the answer died or sent garbage
     TOO_LARGE = "result_too_large"  # returned far more data than the grader accepts
     USES_LESSONLIB = "uses_lessonlib"  # calls lessonlib's implementation instead of its own
-    STOPPED_GRADER = "stopped_grader"  # stopped the grading process; not run again
+    STOPPED_GRADER = "stopped_grader"  # its worker died while it ran; not run again
 
 
 # The statuses a check gives, by the names the exercise modules use.

@@ -20,7 +20,7 @@ exited                    the answer called sys.exit() or os._exit()
 crashed                   the process running the answer died (a signal) or sent garbage
 result_too_large          the answer returned far more data than the grader accepts
 uses_lessonlib            the answer calls lessonlib's implementation instead of its own
-stopped_grader            running the answer stopped the grading process; not run again
+stopped_grader            the worker running the answer died while it ran; not run again
 error                     the check itself could not run (a bug: tell the maintainers)
 ========================  ================================================================
 """

@@ -39,10 +39,10 @@ def kernel_guard() -> dict[str, Any]:
         raise IsolationError(str(exc)) from None
 
 
-def job_head(level: str, limits: dict[str, Any], *, solo: bool = False) -> dict[str, Any]:
+def job_head(level: str, limits: dict[str, Any]) -> dict[str, Any]:
     """What every job starts with: the level, the limits (``Limits.for_job``), the kernel guard
     each child installs, and the grading process's pid; ``tasks`` (or ``probe``) follow."""
-    return {"version": 2, "grader_pid": os.getpid(), "level": level, "solo": solo, "tasks": [],
+    return {"version": 2, "grader_pid": os.getpid(), "level": level, "tasks": [],
             "limits": limits, "kernel": kernel_guard()}
 
 

@@ -11,13 +11,13 @@ Each learner's result is handed to ``on_result`` as soon as it is known (the com
 the course gradebook, which also holds the seed: this module keeps no state of its own in files).
 Resuming: a learner whose result ``saved`` returns (graded from the same files and seed) is not
 graded again.
-Before each exercise runs, the worker sends a ``started`` record; one without a result, found in
-worker.out when the command is run again, means the grading process died while that exercise ran. In
-the bubblewrap sandbox learner code cannot reach the grading process, so such an exercise is
-simply run again. At level ``limits`` it can: if it was the only exercise running (or it ran
-alone), it is blamed: status ``stopped_grader``, not run again. If several were running, each is
-first run again alone, to find the culprit. An interruption with Ctrl-C removes the markers of
-what was running, so nobody is blamed.
+Before each exercise runs, the worker sends a ``started`` record. A worker that ends with one
+unanswered, while the grading process lives, died under that exercise: it is blamed (status
+``stopped_grader``, kept in ``suspects.json`` and not run again), for learner code that can reach its
+worker can kill it (level limits before Landlock scoped signals: both run as nobody). One found in
+worker.out when the command is run again means the grading process died meanwhile, which learner
+code cannot cause at any level (``resume.forgive_dead_grader``): that exercise is simply run
+again, as after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def _worker_log(job_dir: Path) -> str:
 
 
 def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_dir: Path,
-               suspects: dict[str, str], solo: bool) -> tuple[dict[str, TaskResult], str]:
+               suspects: dict[str, str]) -> tuple[dict[str, TaskResult], str]:
     """Run the worker until every task has a result or is blamed; relaunch after a worker dies.
     Returns the results by task key, and why the worker could not run the rest ("" if it did)."""
     remaining = [p for p in plans if suspects.get(jobs.task_key(p)) != "culprit"]
@@ -166,7 +166,7 @@ def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_d
             assert batch.isolation is not None
             job, arrays, secret, secret_arrays = jobs.prepare_job(
                 remaining, job_dir, level=batch.isolation.level, limits=batch.limits,
-                worker_count=batch.settings.workers, cases=batch.cases, solo=solo,
+                worker_count=batch.settings.workers, cases=batch.cases,
                 shared_folders=batch.isolation.verified.get("writable_folders") or ())
         else:  # a relaunch after the worker died: only what is left, in a fresh sandbox
             job["tasks"] = [t for t in job["tasks"] if t["key"] in {jobs.task_key(p) for p in remaining}]
@@ -179,7 +179,7 @@ def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_d
         if code == 3 and report.fatal:
             raise GradingError(f"the worker could not start: {report.fatal}")
         results.update(report.results)
-        crashed = report.in_flight()  # the worker died while these ran: they killed it
+        crashed = report.in_flight()  # the worker died while this ran: it killed it
         suspects.update({key: "culprit" for key in crashed})
         if crashed:
             atomic_write_json(resume.suspects_path(job_dir), suspects, mode=0o600)
@@ -190,7 +190,7 @@ def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_d
     return results, ""
 
 
-def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bool = False) -> r.LearnerResult:
+def grade_learner(batch: _Batch, learner: Learner, fingerprint: str) -> r.LearnerResult:
     """Plan, run and assess every exercise of one learner (the worker does the running)."""
     start = time.perf_counter()
     job_dir = batch.work / learner.key
@@ -204,7 +204,7 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bo
         plans += notebook_plans
         manual += [manual_grade(a) for a in answers]
     runnable = [p for p in plans if p.status is None]
-    results, failure = _run_tasks(batch, learner, runnable, job_dir, suspects, solo) if runnable else ({}, "")
+    results, failure = _run_tasks(batch, learner, runnable, job_dir, suspects) if runnable else ({}, "")
     assert batch.isolation is not None
     for plan in plans:
         exercise = EXERCISES[plan.exercise]
@@ -274,10 +274,10 @@ def _grader_failed(batch: _Batch, learner: Learner, exc: Exception) -> r.Learner
                            lms_id=learner.lms_id, late=learner.late)
 
 
-def _grade_and_save(batch: _Batch, learner: Learner, fingerprint: str, solo: bool = False) -> r.LearnerResult:
+def _grade_and_save(batch: _Batch, learner: Learner, fingerprint: str) -> r.LearnerResult:
     """Grade one learner, save the result at once (atomically), then drop the job folder."""
     try:
-        result = grade_learner(batch, learner, fingerprint, solo=solo)
+        result = grade_learner(batch, learner, fingerprint)
     except (Interrupted, GradingError):
         raise
     except Exception as exc:  # the fingerprint stays empty, so the next run grades this learner again
@@ -319,7 +319,7 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         raise GradingError("no exercise notebooks found in the given submissions")
     fingerprints = {lr.key: resume.fingerprint(lr, batch.courses, batch.seed_digest) for lr in learners}
     found_saved = {lr.key: saved(lr, fingerprints[lr.key]) if saved else None for lr in learners}
-    resume.blame(batch.work, batch.limits, {k for k, v in found_saved.items() if v is not None})
+    resume.forgive_dead_grader(batch.work, {k for k, v in found_saved.items() if v is not None})
     batch.isolation = _reusable(recorded, settings) if all(found_saved.values()) else None
     if batch.isolation is None:
         batch.containment = cgroups.detect()
@@ -338,7 +338,6 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         if on_result is not None:
             on_result(result, by_key[result.key])
     todo = [lr for lr in learners if found_saved[lr.key] is None]
-    solo = [lr for lr in todo if "solo" in resume.load_suspects(batch.work / lr.key).values()]
     results = {k: v for k, v in found_saved.items() if v is not None}
 
     def finish(result: r.LearnerResult) -> None:
@@ -351,11 +350,8 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     # it (PR_SET_PDEATHSIG), so the pool is shut down only after every worker has ended.
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="grade")
     try:
-        for learner in solo:  # alone, so that a dying grader points at the culprit
-            reporter.running(learner.name)
-            finish(_grade_and_save(batch, learner, fingerprints[learner.key], solo=True))
         pending: dict[Future, Learner] = {}
-        queue = [lr for lr in todo if lr not in solo]
+        queue = list(todo)
         while queue or pending:
             while queue and len(pending) < settings.workers:
                 learner = queue.pop(0)

@@ -21,7 +21,7 @@ def task_key(plan: ExercisePlan) -> str:
 
 
 def prepare_job(plans: list[ExercisePlan], job_dir: Path, *, level: str, limits: Limits, worker_count: int,
-                cases: dict[str, list[Case]], solo: bool, shared_folders: Sequence[str] = ()
+                cases: dict[str, list[Case]], shared_folders: Sequence[str] = ()
                 ) -> tuple[dict[str, Any], list[bytes], dict[str, Any], list[bytes]]:
     """The job (public cases; probes as handles) and its secret part (probes, hidden cases) for
     the worker's stdin: the secret part is read by the worker's keeper alone. ``shared_folders``:
@@ -34,7 +34,7 @@ def prepare_job(plans: list[ExercisePlan], job_dir: Path, *, level: str, limits:
             target.unlink(missing_ok=True)
     job_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(job_dir, 0o700)
-    job = workers.job_head(level, limits.for_job(sandbox.nproc_base(level, worker_count)), solo=solo)
+    job = workers.job_head(level, limits.for_job(sandbox.nproc_base(level, worker_count)))
     job["shared_folders"] = list(shared_folders)
     arrays: list[bytes] = []
     secret_arrays: list[bytes] = []

@@ -39,24 +39,23 @@ class WorkerReport:
     """What one run of a worker sent: finished tasks' results, started tasks, its fatal error if any."""
 
     results: dict[str, TaskResult] = field(default_factory=dict)
-    started: dict[str, dict[str, Any]] = field(default_factory=dict)  # key: {"solo": ..., "level": ...}
+    started: list[str] = field(default_factory=list)  # the tasks' keys, in order
     fatal: str | None = None
 
-    def in_flight(self) -> dict[str, dict[str, Any]]:
-        """Tasks that started and never finished: the worker (or the grading process) died meanwhile."""
-        return {key: marker for key, marker in self.started.items() if key not in self.results}
+    def in_flight(self) -> list[str]:
+        """Tasks that started and never finished: the worker died meanwhile."""
+        return [key for key in self.started if key not in self.results]
 
 
-def read_results(job_dir: Path, limits: Limits, *, frames: bool = True) -> WorkerReport:
-    """Read the worker's output once, without trusting anything in it, into per-task results
-    (``frames=False``: which tasks started and finished only)."""
+def read_results(job_dir: Path, limits: Limits) -> WorkerReport:
+    """Read the worker's output once, without trusting anything in it, into per-task results."""
     report = WorkerReport()
-    for header, parts in read_records(job_dir, limits, frames=frames):
+    for header, parts in read_records(job_dir, limits):
         kind, key = header.get("kind"), clip(header.get("key", ""), 200)
         if kind == "fatal":
             report.fatal = clip(header.get("error"), 500)
         elif kind == "started" and key:
-            report.started[key] = {"solo": header.get("solo") is True, "level": clip(header.get("level"), 20)}
+            report.started.append(key)
         elif kind == "result" and key:
             public, hidden = parts or [([], None), ([], None)]
             task = report.results[key] = _child(header.get("fate"), *public)

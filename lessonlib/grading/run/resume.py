@@ -1,6 +1,6 @@
 """What a run keeps for the next one: a fingerprint per result (which the course gradebook stores
-beside it), and the markers a grading process that died left behind (see
-:mod:`~lessonlib.grading.run.batch` on resuming)."""
+beside it), the exercises whose worker died under them, and what a grading process that died left
+running (see :mod:`~lessonlib.grading.run.batch` on resuming)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from lessonlib.grading.files import atomic_write_json, read_json
-from lessonlib.grading.isolation.sandbox import OUT_FILE, Limits
+from lessonlib.grading.files import read_json
+from lessonlib.grading.isolation.sandbox import OUT_FILE
 from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.run.notebooks import MAX_NOTEBOOK_BYTES, CourseNotebook
-from lessonlib.grading.run.results import read_results
 
 FORMAT = 3  # bump when a saved result would no longer be valid
 
@@ -52,7 +51,7 @@ def fingerprint(learner: Learner, courses: Sequence[CourseNotebook], seed_digest
     return h.hexdigest()
 
 
-# --- markers left by a grading process that died -------------------------------------------------
+# --- markers left by a worker or a grading process that died ---------------------------------------
 
 
 def suspects_path(job_dir: Path) -> Path:
@@ -64,29 +63,23 @@ def load_suspects(job_dir: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def blame(work: Path, limits: Limits, finished: set[str]) -> None:
-    """Turn the tasks a dead grading process left running into suspects (see ``batch``'s docstring)."""
+def forgive_dead_grader(work: Path, finished: set[str]) -> None:
+    """Forget what a grading process that died left running: it is run again, blamed on nobody.
+
+    Learner code cannot cause that death at any level: in the bubblewrap sandbox it cannot see the
+    grading process, and level limits, refused to an ordinary user, runs it as nobody beside root's
+    grader. So the machine or the instructor stopped it. The job folders of ``finished`` learners go.
+    (A *worker* that dies while an exercise runs is another matter: see ``batch._run_tasks``.)
+    """
     if not work.is_dir():
         return
-    flights: list[tuple[Path, str, bool]] = []
-    jobs = []
     for job_dir in sorted(p for p in work.iterdir() if p.is_dir()):
         if job_dir.name in finished:
             shutil.rmtree(job_dir, ignore_errors=True)
-            continue
-        jobs.append(job_dir)
-        running = read_results(job_dir, limits, frames=False).in_flight()  # sent before the grader died
-        flights += [(job_dir, key, m["solo"]) for key, m in running.items() if m["level"] == "limits"]
-    for job_dir, key, solo in flights:
-        suspects = load_suspects(job_dir)
-        verdict = "culprit" if solo or len(flights) == 1 else "solo"
-        if suspects.get(key) != "culprit":
-            suspects[key] = verdict
-        atomic_write_json(suspects_path(job_dir), suspects, mode=0o600)
-    for job_dir in jobs:  # blamed, or forgiven (the sandbox): never counted again
-        forget_in_flight(job_dir)
+        else:
+            forget_in_flight(job_dir)
 
 
 def forget_in_flight(job_dir: Path) -> None:
-    """Forget what a job's worker was running (after an interruption by the instructor, nobody is to blame)."""
+    """Forget what a job's worker was running (the grading process stopped or died: nobody is to blame)."""
     (job_dir / OUT_FILE).unlink(missing_ok=True)

@@ -258,7 +258,7 @@ class Zygote:
         writable = [job["scratch"], "/tmp", "/dev/shm"] if job["level"] == "bubblewrap" else [job["scratch"]]
         for task in job["tasks"]:
             key = task["key"]
-            self.emit({"kind": "started", "key": key, "solo": job["solo"], "level": job["level"]})
+            self.emit({"kind": "started", "key": key})
             cases_args = [self.wire.decode_args(c["args"], inputs) for c in task["cases"]]
             deadline = time.monotonic() + limits["wall_seconds"]
             cap = min(limits["result_bytes"], budget)
