@@ -297,8 +297,8 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
                        help="the assignment: the course notebooks to grade, separated by commas, e.g. "
                             "02_masking.ipynb,04_cost.ipynb (default: all of them)")
     grade.add_argument("--seed", type=int, default=None, metavar="S",
-                       help="seed of the hidden cases (default: a secret one drawn at random when the output "
-                            "folder is first graded, and kept there for every later run)")
+                       help="seed of the hidden cases (default: a secret one drawn at random when the assignment "
+                            "is first graded, and kept in the course gradebook for every later run)")
     grade.add_argument("--isolation", default="auto", choices=["auto", *LEVELS],
                        help="bubblewrap: a sandbox (needs bwrap); limits: resource limits only, with a warning, "
                             "for root alone (learner code runs as nobody) (default auto: bubblewrap where a trial "
