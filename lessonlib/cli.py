@@ -112,18 +112,20 @@ def add_exercises_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_grade(args: argparse.Namespace) -> int:
-    from lessonlib.grading import GradeSettings, store
+    from lessonlib.grading import GradeSettings, GradingError, store
     from lessonlib.grading.lms.downloads import DownloadError, check_submissions
     from lessonlib.grading.reports.safe_text import printable
     from lessonlib.grading.store import outputs as course
 
     settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
                              workers=args.workers, seed=args.seed, isolation=args.isolation,
-                             notebooks=args.notebooks, timezone=args.timezone, gradebook=args.gradebook)
+                             notebooks=args.notebooks, exercise_set=args.exercise_set, timezone=args.timezone,
+                             gradebook=args.gradebook)
     try:
         settings.zone()
+        settings.scope()
         check_submissions(args.submissions)
-    except (ValueError, DownloadError) as exc:
+    except (ValueError, DownloadError, GradingError) as exc:
         print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
         return 2
     try:
@@ -154,13 +156,11 @@ def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
     from lessonlib.grading.commands import recorded_isolation, run_settings
     from lessonlib.grading.lms.roster import RosterError, read_roster
     from lessonlib.grading.reports.safe_text import printable
-    from lessonlib.grading.run.notebooks import assignment_courses
     from lessonlib.grading.run.progress import Progress
     from lessonlib.grading.store import outputs as course
     from lessonlib.grading.store.manual import ManualError, earlier_marks
 
-    notebooks = [c.name for c in assignment_courses(settings.notebooks)]
-    settings = replace(settings, seed=course.seed_of(gb, settings.out, notebooks, settings.seed))
+    settings = replace(settings, seed=course.seed_of(gb, settings.out, settings.scope(), settings.seed))
     name = course.assignment_name(settings.out)
     last = store.get_assignment(gb, name).last_run
     if args.roster is None and (args.assignment is not None or args.new_column):
@@ -210,7 +210,7 @@ def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
                                                    column))
     written = write_gradebook(settings.out, results, batch.isolation, settings.limits(), settings.workers,
                               unattributed=batch.unattributed, roster=roster, marks=marks,
-                              notebooks=batch.notebooks, absent_zero=args.absent_zero, applied=True,
+                              scope=batch.scope, absent_zero=args.absent_zero, applied=True,
                               partial_grades=args.partial_grades, secret=store.marking_secret(gb))
     flagged = sum(len(res.flagged) for res in results)
     print(f"graded {batch.graded} learner(s) in {batch.seconds:.1f} s ({len(batch.results) - batch.graded} "
@@ -277,6 +277,16 @@ def notebook_list(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def add_exercise_set_option(parser: argparse.ArgumentParser) -> None:
+    """``--exercise-set NAME``: a named assignment of the registry, for ``grade`` and ``gradescope build``."""
+    from lessonlib.exercises import ASSIGNMENTS
+
+    parser.add_argument("--exercise-set", choices=list(ASSIGNMENTS), metavar="NAME",
+                        help=f"the assignment: a named set of exercises and written questions from several "
+                             f"notebooks ({', '.join(ASSIGNMENTS)}; `lessonlib exercises list` shows each with its "
+                             "points); only these are graded, counted and shown. Instead of --notebooks")
+
+
 def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
     """``lessonlib grade SUBMISSION... --out DIR``."""
     grade = subparsers.add_parser(
@@ -296,6 +306,7 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
     grade.add_argument("--notebooks", type=notebook_list, default=(), metavar="NAMES",
                        help="the assignment: the course notebooks to grade, separated by commas, e.g. "
                             "02_masking.ipynb,04_cost.ipynb (default: all of them)")
+    add_exercise_set_option(grade)
     grade.add_argument("--seed", type=int, default=None, metavar="S",
                        help="seed of the hidden cases (default: a secret one drawn at random when the assignment "
                             "is first graded, and kept in the course gradebook for every later run)")
@@ -339,7 +350,8 @@ def _cmd_gradescope_build(args: argparse.Namespace) -> int:
 
     try:
         notebooks = [n.strip() for n in (args.notebooks or "").split(",") if n.strip()]
-        path = build_autograder(Path(args.out), notebooks, args.seed, args.hidden_visibility)
+        path = build_autograder(Path(args.out), notebooks, args.seed, args.hidden_visibility,
+                                exercise_set=args.exercise_set)
     except GradescopeError as exc:
         print(f"lessonlib gradescope build: {exc}", file=sys.stderr)
         return 2
@@ -366,6 +378,7 @@ def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--out", default="autograder.zip", metavar="ZIP", help="the zip to write")
     build.add_argument("--notebooks", metavar="NAMES", help="the assignment: course notebooks to grade, comma-"
                                                            "separated (default: all of them)")
+    add_exercise_set_option(build)
     build.add_argument("--seed", type=int, default=None, metavar="S",
                        help="seed of the hidden cases (default: a secret one drawn at random, kept only in the zip)")
     build.add_argument("--hidden-visibility", default="after_due_date", choices=HIDDEN_VISIBILITIES,

@@ -22,7 +22,7 @@ from grading_submissions import CORRECT_MASKED_SOFTMAX, WRONG_PADDING, masking, 
 from markdown_view import shown
 
 from lessonlib import cli
-from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
+from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, get_assignment
 from lessonlib.grading.gradescope import autograder as gradescope
 from lessonlib.grading.gradescope.autograder import GradescopeError, assignment, read_assignment
 from lessonlib.grading.isolation import sandbox
@@ -146,6 +146,30 @@ def masked_softmax(scores, allowed):
         assert results["extra_data"]["notebooks"] == [MASKING]
         scores.append((results.get("score"), [t["score"] for t in results["tests"]]))
     assert scores[0] == scores[1]
+
+
+def test_the_lesson_set_builds_and_runs_as_one_autograder(tmp_path: Path) -> None:
+    """``gradescope build --exercise-set lesson``: assignment.json names the set; a run grades its
+    exercises alone (2.3 padding_mask, wrong here, is no test), and its written question is the
+    outline's."""
+    lesson = get_assignment("lesson")
+    zip_path = tmp_path / "autograder.zip"
+    assert cli.main(["gradescope", "build", "--exercise-set", "lesson", "--seed", "11", "--out", str(zip_path)]) == 0
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(zip_path) as zf:
+        settings = json.loads(zf.read("assignment.json"))
+        zf.extract("assignment.json", root / "source")
+    assert settings["exercise_set"] == "lesson" and settings["notebooks"] == list(lesson.by_notebook())
+    write_learner(root / "submission", masking({"padding_mask": WRONG_PADDING}))
+    assert cli.main(["gradescope", "run", "--root", str(root), "--timeout", "2", "--memory", "512"]) == 0
+    results = json.loads((root / "results" / "results.json").read_text())
+    names = {t["name"].removesuffix(" (hidden cases)").split(": ")[1] for t in results["tests"]}
+    assert names == set(lesson.exercises) and results["extra_data"]["exercise_set"] == "lesson"
+    assert sum(t["max_score"] for t in results["tests"]) == pytest.approx(sum(
+        EXERCISES[e].points for e in lesson.exercises))
+    assert "q2_attention_not_causal" in results["output"]  # graded by hand in Gradescope
+    assert cli.main(["gradescope", "build", "--exercise-set", "lesson", "--notebooks", MASKING, "--out",
+                     str(tmp_path / "both.zip")]) == 2 and not (tmp_path / "both.zip").exists()
 
 
 def test_the_hidden_visibility_is_one_of_gradescopes(tmp_path: Path) -> None:

@@ -78,10 +78,9 @@ def rewrite(gb: store.Gradebook, out: Path) -> None:
     ran = last.get("limits", {})
     limits = Limits(cpu_seconds=ran.get("cpu_seconds", Limits.cpu_seconds),
                     memory_mb=ran.get("memory_mb", Limits.memory_mb))
-    notebooks = store.get_assignment(gb, course.assignment_name(out)).notebooks
     marks = course.apply_manual(gb, out)
     write_gradebook(out, course.results(gb, out), isolation, limits, int(last.get("workers", 1)),
-                    roster=recorded_roster(last), marks=marks, notebooks=notebooks, applied=True,
+                    roster=recorded_roster(last), marks=marks, scope=course.scope(gb, out), applied=True,
                     secret=store.marking_secret(gb))
     print(f"rewrote the files of {out} from the gradebook")
 
@@ -210,7 +209,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             name = course.assignment_name(out)
             roster = recorded_roster(course.last_run(gb, out))
             exported = export_for_lms(gb, name, course.results(gb, out), Path(args.to), roster=roster,
-                                      notebooks=store.get_assignment(gb, name).notebooks,
+                                      scope=course.scope(gb, out),
                                       changed_only=args.changed_only, absent_zero=args.absent_zero,
                                       partial_grades=args.partial_grades)
     except (store.GradebookError, RosterError, OSError) as exc:

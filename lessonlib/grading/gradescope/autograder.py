@@ -1,10 +1,11 @@
 """The course's checks as a Gradescope autograder.
 
-``lessonlib gradescope build --notebooks 02_masking.ipynb --out autograder.zip`` writes a zip
-holding, at its root, ``setup.sh`` (Gradescope runs it once, as root, when it builds the image:
-Python, bubblewrap and the wheel), ``run_autograder`` (run for every submission), the lessonlib
-wheel (``pip wheel`` of the course checkout) and ``assignment.json``: the assignment's notebooks
-and the hidden cases' seed, so that every run of a submission gets the same points. Gradescope
+``lessonlib gradescope build --notebooks 02_masking.ipynb --out autograder.zip`` (or
+``--exercise-set lesson``) writes a zip holding, at its root, ``setup.sh`` (Gradescope runs it once,
+as root, when it builds the image: Python, bubblewrap and the wheel), ``run_autograder`` (run for
+every submission), the lessonlib wheel (``pip wheel`` of the course checkout) and
+``assignment.json``: the assignment's notebooks (and named exercise set, if any) and the hidden
+cases' seed, so that every run of a submission gets the same points. Gradescope
 unpacks the zip into ``/autograder/source/``; setup.sh makes that folder root's alone.
 ``run_autograder`` calls ``lessonlib gradescope run --root /autograder``: the learner's notebooks
 in ``/autograder/submission/`` are graded exactly as ``lessonlib grade`` grades them (isolated
@@ -44,7 +45,7 @@ from lessonlib.grading.reports import marking
 from lessonlib.grading.reports.feedback import Para, exercise_blocks, markdown_lines, spans
 from lessonlib.grading.run.batch import GradeSettings, grade
 from lessonlib.grading.run.errors import GradingError
-from lessonlib.grading.run.notebooks import assignment_courses
+from lessonlib.grading.run.notebooks import assignment_scope
 from lessonlib.grading.run.resume import new_seed
 
 SETTINGS = "assignment.json"  # in the zip's root, so /autograder/source/assignment.json
@@ -90,19 +91,20 @@ class GradescopeError(RuntimeError):
 
 
 def assignment(notebooks: Sequence[str] = (), seed: int | None = None,
-               hidden_visibility: str = "after_due_date") -> dict[str, Any]:
-    """The assignment's settings: its notebooks (all of the course's when none are named), the
-    hidden cases' seed (a new secret one, from ``new_seed``, unless one is chosen), and when
-    learners see how many hidden cases passed (one of HIDDEN_VISIBILITIES)."""
+               hidden_visibility: str = "after_due_date", *, exercise_set: str | None = None) -> dict[str, Any]:
+    """The assignment's settings: its notebooks (all of the course's when none are named) or its
+    named exercise set (``lessonlib.exercises.ASSIGNMENTS``: only its items are graded), the hidden
+    cases' seed (a new secret one, from ``new_seed``, unless one is chosen), and when learners see
+    how many hidden cases passed (one of HIDDEN_VISIBILITIES)."""
     try:
-        chosen = [c.name for c in assignment_courses(notebooks)]
+        scope = assignment_scope(notebooks, exercise_set)
     except ValueError as exc:
         raise GradescopeError(str(exc)) from None
     if hidden_visibility not in HIDDEN_VISIBILITIES:
         raise GradescopeError(f"the hidden cases' visibility is {hidden_visibility!r}; it is one of "
                               f"{', '.join(HIDDEN_VISIBILITIES)}")
-    return {"notebooks": chosen, "seed": new_seed() if seed is None else int(seed),
-            "hidden_visibility": hidden_visibility}
+    return {"notebooks": list(scope.notebooks), "exercise_set": exercise_set,
+            "seed": new_seed() if seed is None else int(seed), "hidden_visibility": hidden_visibility}
 
 
 def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int) -> None:
@@ -113,10 +115,10 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int) -> None:
 
 
 def build_autograder(out: Path, notebooks: Sequence[str] = (), seed: int | None = None,
-                     hidden_visibility: str = "after_due_date") -> Path:
+                     hidden_visibility: str = "after_due_date", *, exercise_set: str | None = None) -> Path:
     """Write the autograder zip: setup.sh, run_autograder, the wheel and assignment.json, at its root."""
     out = Path(out)
-    settings = assignment(notebooks, seed, hidden_visibility)
+    settings = assignment(notebooks, seed, hidden_visibility, exercise_set=exercise_set)
     with tempfile.TemporaryDirectory() as tmp:
         try:
             wheel = build_wheel(Path(tmp))
@@ -143,10 +145,13 @@ def read_assignment(source: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise GradescopeError(f"{path} cannot be read ({exc}): rebuild the zip") from None
     notebooks = data.get("notebooks") if isinstance(data, dict) else None
+    named = data.get("exercise_set") if isinstance(data, dict) else None
     if not isinstance(data.get("seed"), int) or not isinstance(notebooks, list) or not all(
-            isinstance(n, str) for n in notebooks):
+            isinstance(n, str) for n in notebooks) or not isinstance(named, (str, type(None))):
         raise GradescopeError(f"{path} should hold {{\"notebooks\": [...], \"seed\": N}}: rebuild the zip")
-    return assignment(data["notebooks"], data["seed"], data.get("hidden_visibility", "after_due_date"))
+    # a named set chooses its own notebooks (those stored beside it are what it chose at build time)
+    return assignment(data["notebooks"] if named is None else (), data["seed"],
+                      data.get("hidden_visibility", "after_due_date"), exercise_set=named)
 
 
 # --- inside Gradescope -------------------------------------------------------------------------------
@@ -259,9 +264,11 @@ def run_autograder(root: Path, *, timeout: float = 10.0, memory_mb: int = 1024, 
             settings = read_assignment(root / "source")
         except GradescopeError as exc:
             return _failed(results_path, f"the autograder is misconfigured ({exc})", skipped)
+        named = settings["exercise_set"]
         notebooks = tuple(settings["notebooks"])
         grading = GradeSettings(out=Path(tmp) / "gradebook", timeout=timeout, memory_mb=memory_mb, workers=1,
-                                seed=settings["seed"], notebooks=notebooks, isolation=isolation)
+                                seed=settings["seed"], notebooks=() if named else notebooks, exercise_set=named,
+                                isolation=isolation)
         try:
             with _working_in(root):
                 batch = grade([learner], grading)
@@ -269,7 +276,7 @@ def run_autograder(root: Path, *, timeout: float = 10.0, memory_mb: int = 1024, 
             return _failed(results_path, str(exc), skipped)
     result = batch.results[0]
     isolation = batch.isolation
-    grades = [g for g in result.exercises if g.notebook in notebooks]
+    grades = result.exercises  # the assignment's alone
     auto = [g for g in grades if g.kind != "manual"]
     score = sum(g.points or 0.0 for g in auto)
     visibility = settings["hidden_visibility"]
@@ -288,7 +295,7 @@ def run_autograder(root: Path, *, timeout: float = 10.0, memory_mb: int = 1024, 
         "tests": tests,
         "extra_data": {"isolation": isolation.level, "isolation_warning": isolation.warning,
                        "runs_as": isolation.verified.get("runs_as"), "notebooks": list(notebooks),
-                       "hidden_visibility": visibility},
+                       "exercise_set": named, "hidden_visibility": visibility},
     }
     atomic_write_json(results_path, data, mode=0o644)
     if isolation.warning:

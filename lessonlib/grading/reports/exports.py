@@ -25,7 +25,8 @@ from lessonlib.grading import store
 from lessonlib.grading.lms.roster import Matched, Roster, match, write_lms_import
 from lessonlib.grading.lms.uploads import write_uploads
 from lessonlib.grading.reports.feedback_html import feedback_html
-from lessonlib.grading.reports.gradebook import assignment_max_points, roster_names
+from lessonlib.grading.reports.gradebook import roster_names
+from lessonlib.grading.run.notebooks import Scope
 
 EXPORT_KIND = "lms-upload"
 
@@ -59,7 +60,7 @@ def changed_learners(gb: store.Gradebook, assignment: str, keys: Sequence[str]) 
 
 
 def export_for_lms(gb: store.Gradebook, assignment: str, results: Sequence[r.LearnerResult], folder: Path, *,
-                   roster: Roster | None, notebooks: Sequence[str], changed_only: bool = False,
+                   roster: Roster | None, scope: Scope, changed_only: bool = False,
                    absent_zero: bool = False, partial_grades: bool = False) -> Exported:
     """Write the LMS files into ``folder`` for every learner (or, ``changed_only``, those changed since
     the last export) and record the export with a history row naming them."""
@@ -75,7 +76,7 @@ def export_for_lms(gb: store.Gradebook, assignment: str, results: Sequence[r.Lea
         absent = absent_zero and not changed_only  # a learner with no submission never changes
         only = Matched([(row, res) for row, res in matched.pairs
                         if (res is not None and res.key in chosen) or (res is None and absent)], [])
-        path, _ = write_lms_import(folder, roster, only, assignment_max_points(notebooks), absent_zero=absent_zero,
+        path, _ = write_lms_import(folder, roster, only, scope.max_points, absent_zero=absent_zero,
                                    partial=partial_grades)
         exported.paths.append(path)
     pages = {res.key: feedback_html(res) for res in selected}

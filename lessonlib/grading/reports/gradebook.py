@@ -34,6 +34,7 @@ from lessonlib.grading.reports.feedback import feedback_blocks, to_markdown
 from lessonlib.grading.reports.feedback_html import feedback_html
 from lessonlib.grading.reports.marking import write_marking_pages
 from lessonlib.grading.reports.safe_text import csv_row
+from lessonlib.grading.run.notebooks import Scope, assignment_scope
 from lessonlib.grading.store.manual import Mark, apply_marks, write_manual
 
 GRADES_COLUMNS = ("learner", "name", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
@@ -84,19 +85,10 @@ def feedback_markdown(result: r.LearnerResult) -> str:
     return to_markdown(feedback_blocks(result))
 
 
-def _in_assignment(notebook: str, notebooks: Sequence[str]) -> bool:
-    return not notebooks or notebook in notebooks
-
-
-def assignment_max_points(notebooks: Sequence[str] = ()) -> float:
-    """Every point of the assignment (all the course when ``notebooks`` is empty): exercises and written questions."""
-    items = [*EXERCISES.values(), *MANUAL_QUESTIONS.values()]
-    return round(sum(i.points for i in items if _in_assignment(i.notebook, notebooks)), 2)
-
-
 def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits, workers: int,
                    *, unattributed: Sequence[Unattributed] = (), roster: dict | None = None,
-                   notebooks: Sequence[str] = ()) -> dict:
+                   scope: Scope | None = None) -> dict:
+    scope = scope or assignment_scope()
     return {
         "tool": "lessonlib grade",
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -105,12 +97,13 @@ def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, lim
                    "memory_mb": limits.memory_mb, "processes": limits.processes, "file_mb": limits.file_mb,
                    "result_mb": limits.result_mb},
         "workers": workers,
-        "notebooks": list(notebooks) or sorted({e.notebook for e in EXERCISES.values()}),
-        "max_points": assignment_max_points(notebooks),
+        "notebooks": list(scope.notebooks),
+        "exercise_set": scope.named or None,  # a named assignment of the registry, when it is one
+        "max_points": scope.max_points,
         "exercises": [{"exercise": e.name, "notebook": e.notebook, "max_points": e.points, "kind": "auto"}
-                      for e in EXERCISES.values() if _in_assignment(e.notebook, notebooks)]
+                      for e in EXERCISES.values() if scope.grades(e.notebook, e.name)]
                      + [{"exercise": q.name, "notebook": q.notebook, "max_points": q.points, "kind": "manual"}
-                        for q in MANUAL_QUESTIONS.values() if _in_assignment(q.notebook, notebooks)],
+                        for q in MANUAL_QUESTIONS.values() if scope.grades(q.notebook, q.name)],
         "columns": {"grades.csv": list(GRADES_COLUMNS), "summary.csv": list(SUMMARY_COLUMNS)},
         "learners": [res.to_dict() for res in results],
         "unattributed": [{"path": str(u.path), "reason": u.reason} for u in unattributed],
@@ -151,12 +144,12 @@ class Written:
 
 def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits,
                     workers: int, *, unattributed: Sequence[Unattributed] = (), roster: Roster | None = None,
-                    marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = (),
+                    marks: dict[tuple[str, str], Mark] | None = None, scope: Scope | None = None,
                     absent_zero: bool = False, partial_grades: bool = False, applied: bool = False,
                     secret: bytes | None = None) -> Written:
     """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied.
 
-    ``notebooks`` is the assignment (empty: the whole course); totals count only its points.
+    ``scope`` is what the assignment grades (None: the whole course); totals count only its points.
     ``absent_zero``: roster learners with no submission get 0 in lms-import.csv (default: their
     grade in the LMS is left as it is). ``partial_grades``: learners with written answers still to
     grade get their points so far in lms-import.csv (default: no grade until hand grading is done).
@@ -166,7 +159,8 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
     """
     out = Path(out)
     marks = marks or {}
-    max_points = assignment_max_points(notebooks)
+    scope = scope or assignment_scope()
+    max_points = scope.max_points
     graded = list(results) if applied else apply_marks(results, marks)
     written = Written()
     summary = None
@@ -203,7 +197,7 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
     written.paths += write_marking_pages(out, graded, secret=secret)
     atomic_write_json(out / "grades.json", gradebook_json(graded, isolation, limits, workers,
                                                           unattributed=unattributed, roster=roster_info,
-                                                          notebooks=notebooks))
+                                                          scope=scope))
     written.paths.append(out / "grades.json")
     written.uploads = write_uploads(out / "feedback", graded, pages, roster.kind if roster else None)
     written.paths += written.uploads

@@ -46,7 +46,8 @@ from lessonlib.grading.run.assess import assess, manual_grade
 from lessonlib.grading.run.errors import GradingError, Interrupted
 from lessonlib.grading.run.notebooks import (
     CourseNotebook,
-    assignment_courses,
+    Scope,
+    assignment_scope,
     course_notebooks,
     read_notebook,
     unassigned_note,
@@ -68,6 +69,7 @@ class GradeSettings:
     seed: int | None = None
     isolation: str = "auto"
     notebooks: tuple[str, ...] = ()  # the assignment: course notebook file names to grade; empty, all of them
+    exercise_set: str | None = None  # or a named assignment of the registry (ASSIGNMENTS): its items alone
     timezone: str | None = None  # the zone of the LMS's local times (zip entries, the worksheet); None: local
     gradebook: Path | None = None  # the course gradebook; None: gradebook.db beside ``out``
 
@@ -77,6 +79,13 @@ class GradeSettings:
 
     def limits(self) -> sandbox.Limits:
         return sandbox.Limits(cpu_seconds=self.timeout, memory_mb=self.memory_mb)
+
+    def scope(self) -> Scope:
+        """What the assignment grades (GradingError, naming the known ones, for an unknown name)."""
+        try:
+            return assignment_scope(self.notebooks, self.exercise_set)
+        except ValueError as exc:
+            raise GradingError(f"--{'exercise-set' if self.exercise_set else 'notebooks'}: {exc}") from None
 
 
 class Reporter:
@@ -99,7 +108,7 @@ class BatchResult:
     seconds: float
     graded: int  # learners graded by this run (the others were already saved)
     unattributed: list[Unattributed] = field(default_factory=list)  # LMS files that name no learner
-    notebooks: tuple[str, ...] = ()  # the assignment's notebooks, in file-name order
+    scope: Scope = field(default_factory=lambda: Scope(()))  # what the assignment grades
 
 
 @dataclass
@@ -109,6 +118,7 @@ class _Batch:
     out: Path
     state: Path
     work: Path
+    scope: Scope
     courses: list[CourseNotebook]
     cases: dict[str, list[Case]]
     submissions: list[Path]
@@ -240,13 +250,11 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
     # grades, hidden cases' descriptions, feedback, the marking key, the jobs with every case's inputs:
     # the instructor's alone
     owner_only(out)
-    try:
-        courses = assignment_courses(settings.notebooks)
-    except ValueError as exc:
-        raise GradingError(f"--notebooks: {exc}") from None
+    scope = settings.scope()
     seed = settings.seed if settings.seed is not None else resume.new_seed()  # the caller keeps it
     return _Batch(
-        settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work", courses=courses,
+        settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work", scope=scope,
+        courses=scope.courses(),
         cases={name: ex.public_cases() + ex.hidden_cases(seed) for name, ex in EXERCISES.items()},
         submissions=resolved, protected=sandbox.protected_folders(out, resolved),
         seed_digest=hashlib.sha256(str(seed).encode()).hexdigest()[:16],
@@ -266,9 +274,8 @@ def _stop_everything(batch: _Batch) -> None:
 def _grader_failed(batch: _Batch, learner: Learner, exc: Exception) -> r.LearnerResult:
     """The safety net: a failure of the grader itself on one learner is recorded, the batch goes on."""
     reason = f"The grader failed on this submission ({type(exc).__name__}: {exc}); please report it."
-    assigned = {c.name for c in batch.courses}  # the assignment's exercises, not every notebook's
     grades = [r.ExerciseGrade(e.notebook, e.name, 0.0, e.points, r.ERROR, reason[:300], reason)
-              for e in EXERCISES.values() if e.notebook in assigned]
+              for e in EXERCISES.values() if batch.scope.grades(e.notebook, e.name)]  # the assignment's alone
     return r.LearnerResult(learner.name, learner.key, "", batch.isolation.level if batch.isolation else "?",
                            datetime.now(timezone.utc).isoformat(timespec="seconds"), grades, list(learner.notes),
                            lms_id=learner.lms_id, late=learner.late)
@@ -370,7 +377,7 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     pool.shutdown(wait=True)
     ordered = [results[lr.key] for lr in learners]
     return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo), found.unattributed,
-                       notebooks=tuple(c.name for c in batch.courses))
+                       scope=batch.scope)
 
 
 def _assigned_only(learner: Learner, courses: Sequence[CourseNotebook]) -> Learner:

@@ -11,10 +11,10 @@ import json
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS, ManualQuestion
+from lessonlib.exercises import ASSIGNMENTS, EXERCISES, MANUAL_QUESTIONS, ManualQuestion, get_assignment
 from lessonlib.exercises.registry import released_answer_cells
 from lessonlib.exercises.results import Status
 
@@ -39,16 +39,22 @@ NOT_SUBMITTED, MALFORMED, MISSING_ANSWER, CELL_ERROR, TOO_LONG = (
 
 @dataclass(frozen=True)
 class CourseNotebook:
-    """One exercise notebook: its exercises (in order), written questions and released answer cells."""
+    """One exercise notebook: its exercises (in order), written questions and released answer cells,
+    and which of them an assignment grades (``items``; empty: all)."""
 
     name: str  # "02_masking.ipynb"
     exercises: tuple[str, ...]
     manual: tuple[ManualQuestion, ...]
     answer_cells: dict[str, str] = field(default_factory=dict)  # exercise -> released cell id
+    items: tuple[str, ...] = ()  # the exercises and questions graded here; empty: every one
 
     @property
     def stem(self) -> str:
         return self.name.removesuffix(".ipynb")
+
+    def grades(self, name: str) -> bool:
+        """Whether the assignment grades exercise or question ``name`` of this notebook."""
+        return not self.items or name in self.items
 
 
 def course_notebooks() -> list[CourseNotebook]:
@@ -81,6 +87,53 @@ def assignment_courses(names: Sequence[str]) -> list[CourseNotebook]:
                          f"{', '.join(c.name for c in courses)}")
     chosen = {by_name[n.strip()].name for n in names}
     return [c for c in courses if c.name in chosen]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What an assignment grades: its notebooks and, in them, its exercises and written questions.
+
+    ``items`` empty: every exercise and question of ``notebooks`` (an assignment of whole notebooks,
+    ``--notebooks``); else only those (a named assignment of the registry, ``--exercise-set``).
+    """
+
+    notebooks: tuple[str, ...]  # file names, in file-name order
+    items: tuple[str, ...] = ()
+
+    def grades(self, notebook: str, name: str) -> bool:
+        """Whether exercise or question ``name`` of ``notebook`` counts in this assignment."""
+        return notebook in self.notebooks and (not self.items or name in self.items)
+
+    @property
+    def named(self) -> str:
+        """The registry's name of these items ("lesson"), or "" for whole notebooks."""
+        return next((a.name for a in ASSIGNMENTS.values() if self.items and a.items == self.items), "")
+
+    @property
+    def max_points(self) -> float:
+        """Every point of the assignment: exercises and written questions."""
+        items = [*EXERCISES.values(), *MANUAL_QUESTIONS.values()]
+        return round(sum(i.points for i in items if self.grades(i.notebook, i.name)), 2)
+
+    def courses(self) -> list[CourseNotebook]:
+        """The course notebooks this assignment grades, each with the items it grades there."""
+        return [replace(c, items=tuple(n for n in self.items if n in c.exercises or n in {q.name for q in c.manual}))
+                for c in assignment_courses(self.notebooks)]
+
+
+def assignment_scope(notebooks: Sequence[str] = (), exercise_set: str | None = None) -> Scope:
+    """The assignment ``--notebooks`` (whole notebooks; none named: all of them) or ``--exercise-set``
+    (a named assignment of the registry) describe. A ValueError names what is known instead."""
+    if exercise_set is None:
+        return Scope(tuple(c.name for c in assignment_courses(notebooks)))
+    try:
+        chosen = get_assignment(exercise_set)
+    except KeyError as exc:
+        raise ValueError(f"{exc.args[0]} (lessonlib exercises list shows them)") from None
+    if notebooks:
+        raise ValueError(f"{exercise_set} grades its own notebooks ({', '.join(chosen.by_notebook())}); "
+                         "leave --notebooks out")
+    return Scope(tuple(chosen.by_notebook()), chosen.items)
 
 
 def unassigned_note(names: Sequence[str]) -> str:

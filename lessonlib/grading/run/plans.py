@@ -178,7 +178,9 @@ def _is_check_cell(tree: ast.Module) -> bool:
 
 def plan_notebook(course: CourseNotebook, notebook: Notebook | None, *, instead: Sequence[str] = ()
                   ) -> tuple[list[ExercisePlan], list[ManualAnswer]]:
-    """Plans for every exercise of ``course`` and the written answers, from a submitted notebook.
+    """Plans for the exercises of ``course`` its assignment grades, and their written answers, from a
+    submitted notebook. Every answer cell of the notebook is found all the same, so that the learner
+    code run for an exercise is the same whichever of the others the assignment grades.
 
     ``instead``: notebooks the learner handed in that this assignment does not grade; when ``course``
     is missing, its exercises are flagged ``wrong_notebook`` (a wrong file handed in?), not merely
@@ -188,11 +190,12 @@ def plan_notebook(course: CourseNotebook, notebook: Notebook | None, *, instead:
     deeply that walking it overflows the stack) makes every exercise in it ``malformed``.
     """
     try:
-        return _plan_notebook(course, notebook, instead)
+        plans, answers = _plan_notebook(course, notebook, instead)
     except (RecursionError, MemoryError, ValueError) as exc:
         reason = f"{notebook.path.name if notebook else course.name} could not be analysed ({type(exc).__name__})."
         plans = [ExercisePlan(name, course.name, status=MALFORMED, reason=reason) for name in course.exercises]
-        return plans, [ManualAnswer(q, None, MALFORMED, reason) for q in course.manual]
+        answers = [ManualAnswer(q, None, MALFORMED, reason) for q in course.manual]
+    return [p for p in plans if course.grades(p.exercise)], [a for a in answers if course.grades(a.question.name)]
 
 
 def _plan_notebook(course: CourseNotebook, notebook: Notebook | None, instead: Sequence[str] = ()
@@ -234,7 +237,7 @@ def _plan_notebook(course: CourseNotebook, notebook: Notebook | None, instead: S
     trees = {k: tree for k, tree in enumerate(t for _, t in parsed if isinstance(t, ast.Module))}
     position = {cell.index: k for k, cell in enumerate(readable)}
     for plan in plans:
-        if plan.status is not None:
+        if plan.status is not None or not course.grades(plan.exercise):
             continue
         # the answer cell whole; from other cells, definitions and what the answer needs (see cells.py)
         owners = {ex: position.get(i, -1) for ex, i in owner.items()}

@@ -15,6 +15,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from lessonlib.exercises import ASSIGNMENTS
 from lessonlib.grading import records as r
 from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.store.database import Gradebook, StoreError, now
@@ -31,6 +32,7 @@ class Assignment:
     id: int
     name: str
     notebooks: tuple[str, ...]
+    exercises: tuple[str, ...]  # the exercises and written questions it grades; empty: all of its notebooks'
     seed: int
     due_at: datetime | None
     policy: LatePolicy
@@ -52,7 +54,8 @@ def _iso(when: datetime | None) -> str | None:
 
 def get_assignment(gradebook: Gradebook, name: str) -> Assignment:
     row = gradebook.conn.execute("SELECT * FROM assignments WHERE id = ?", (gradebook.assignment_id(name),)).fetchone()
-    return Assignment(row["id"], row["name"], tuple(json.loads(row["notebooks"])), int(row["seed"]),
+    return Assignment(row["id"], row["name"], tuple(json.loads(row["notebooks"])),
+                      tuple(json.loads(row["exercises"])), int(row["seed"]),
                       _time(row["due_at"]), LatePolicy(row["late_policy"], row["penalty_per_day"], row["late_floor"]),
                       json.loads(row["last_run"] or "{}"))
 
@@ -80,25 +83,37 @@ def new_seed() -> int:
     return int.from_bytes(os.urandom(8), "big") >> 1
 
 
-def ensure_assignment(gradebook: Gradebook, name: str, notebooks: Sequence[str], seed: int | None = None
-                      ) -> Assignment:
-    """The assignment ``name``; when new, created with ``notebooks`` and ``seed`` (None: a new secret one).
+def _graded(notebooks: Sequence[str], exercises: Sequence[str]) -> str:
+    """What an assignment grades, in words, with the option of ``lessonlib grade`` that asks for it."""
+    named = next((a.name for a in ASSIGNMENTS.values() if exercises and a.items == tuple(exercises)), None)
+    if named is not None:
+        return f"the exercise set {named} (--exercise-set {named})"
+    return f"the exercises {', '.join(exercises)}" if exercises else ", ".join(notebooks)
 
-    An existing one must have the same notebooks: grading other notebooks under its name is refused.
-    Its seed is its own: a ``seed`` that differs from it is refused, None takes it.
+
+def ensure_assignment(gradebook: Gradebook, name: str, notebooks: Sequence[str], seed: int | None = None,
+                      exercises: Sequence[str] = ()) -> Assignment:
+    """The assignment ``name``; when new, created with ``notebooks``, ``exercises`` (the exercises and
+    written questions it grades; empty: every one of the notebooks') and ``seed`` (None: a new secret one).
+
+    An existing one must have the same notebooks and exercises: grading others under its name is
+    refused. Its seed is its own: a ``seed`` that differs from it is refused, None takes it.
     """
     with gradebook.transaction() as conn:
-        row = conn.execute("SELECT notebooks, seed FROM assignments WHERE name = ?", (name,)).fetchone()
+        row = conn.execute("SELECT notebooks, exercises, seed FROM assignments WHERE name = ?", (name,)).fetchone()
         if row is None:
-            cursor = conn.execute("INSERT INTO assignments (name, notebooks, seed, created_at) VALUES (?, ?, ?, ?)",
-                                  (name, json.dumps(list(notebooks)), new_seed() if seed is None else int(seed),
-                                   now()))
-            gradebook.record("assignment", assignment_id=int(cursor.lastrowid or 0),
-                             new={"name": name, "notebooks": list(notebooks)})  # never the seed
+            cursor = conn.execute("INSERT INTO assignments (name, notebooks, exercises, seed, created_at) "
+                                  "VALUES (?, ?, ?, ?, ?)",
+                                  (name, json.dumps(list(notebooks)), json.dumps(list(exercises)),
+                                   new_seed() if seed is None else int(seed), now()))
+            gradebook.record("assignment", assignment_id=int(cursor.lastrowid or 0),  # never the seed
+                             new={"name": name, "notebooks": list(notebooks), "exercises": list(exercises)})
         else:
-            if json.loads(row["notebooks"]) != list(notebooks):
-                raise StoreError(f"the assignment {name!r} grades {', '.join(json.loads(row['notebooks']))}, not "
-                                 f"{', '.join(notebooks)}; give the other notebooks another assignment (with "
+            stored = json.loads(row["notebooks"]), json.loads(row["exercises"])
+            if stored != (list(notebooks), list(exercises)):
+                other = "exercises" if stored[1] or exercises else "notebooks"
+                raise StoreError(f"the assignment {name!r} grades {_graded(*stored)}, not "
+                                 f"{_graded(notebooks, exercises)}; give the other {other} another assignment (with "
                                  "`lessonlib grade`, a new --out folder: its name names the assignment)")
             if seed is not None and int(row["seed"]) != int(seed):
                 raise StoreError(f"the assignment {name!r} keeps the seed it was first graded with; leave the seed "

@@ -37,6 +37,7 @@ from lessonlib.grading import store
 from lessonlib.grading.lms.roster import Roster, mark_late, match
 from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.lms.times import stamp_worksheet_times
+from lessonlib.grading.run.notebooks import Scope
 from lessonlib.grading.store.errors import DamagedGradebook
 from lessonlib.grading.store.manual import MANUAL_FILE, Mark, read_manual
 
@@ -90,9 +91,17 @@ def _unimported(gb: store.Gradebook, out: Path) -> bool:
     return False
 
 
-def seed_of(gb: store.Gradebook, out: Path, notebooks: Sequence[str], requested: int | None) -> int:
-    """The assignment's secret seed: the stored one, else ``requested``, else drawn now and stored."""
-    return store.ensure_assignment(gb, assignment_name(out), list(notebooks), seed=requested).seed
+def seed_of(gb: store.Gradebook, out: Path, scope: Scope, requested: int | None) -> int:
+    """The assignment's secret seed: the stored one, else ``requested``, else drawn now and stored with
+    what the assignment grades (``scope``; a stored assignment must grade the same)."""
+    return store.ensure_assignment(gb, assignment_name(out), scope.notebooks, seed=requested,
+                                   exercises=scope.items).seed
+
+
+def scope(gb: store.Gradebook, out: Path) -> Scope:
+    """What the assignment of ``out`` grades, as the gradebook recorded it when it was first graded."""
+    assignment = store.get_assignment(gb, assignment_name(out))
+    return Scope(assignment.notebooks, assignment.exercises)
 
 
 def rekey(gb: store.Gradebook, roster: Roster | None = None,

@@ -7,8 +7,10 @@ Tables (every time is ISO 8601 in UTC, ``2026-03-01T17:00:00+00:00``; every JSON
                                                         course's time zone ("timezone") and the marking
                                                         pages' secret ("marking_secret")
     learners          identity, key, base_key, disambiguation, name, lms_id, created_at, created_by
-    assignments       name, notebooks (JSON), seed, due_at, late_policy, penalty_per_day, late_floor, lms_points,
-                      last_run (JSON: isolation, limits, workers and roster of the last run that graded it)
+    assignments       name, notebooks (JSON), exercises (JSON: the exercises and written questions it grades,
+                      [] for every one of its notebooks'; format 5), seed, due_at, late_policy,
+                      penalty_per_day, late_floor, lms_points, last_run (JSON: isolation, limits, workers and
+                      roster of the last run that graded it)
     submissions       assignment, learner, submitted_at, submitted_from, read_in (the zone a local time was
                       read in), lms_late, attempt, chosen_because, fingerprint, isolation, graded_at, seconds,
                       notes (JSON)
@@ -41,7 +43,7 @@ from pathlib import Path
 
 from lessonlib.grading.store.errors import GradebookError
 
-FORMAT = 4  # bump with every change to DDL, and add the step from the previous format to MIGRATIONS
+FORMAT = 5  # bump with every change to DDL, and add the step from the previous format to MIGRATIONS
 
 # Added in format 3 (also the step from format 2).
 ENROLMENTS_DDL = """
@@ -76,6 +78,7 @@ CREATE TABLE assignments (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
     notebooks TEXT NOT NULL,                     -- JSON list of course notebook file names
+    exercises TEXT NOT NULL DEFAULT '[]',        -- JSON list of the items it grades ([]: all of its notebooks')
     seed INTEGER NOT NULL,                       -- the hidden cases' secret seed
     due_at TEXT,
     late_policy TEXT NOT NULL DEFAULT 'none' CHECK (late_policy IN ('none', 'zero', 'per_day')),
@@ -248,9 +251,15 @@ def _add_chain_and_bases(conn: sqlite3.Connection) -> None:
                  "BEGIN SELECT RAISE(ABORT, 'the history is append-only: its rows are never changed'); END")
 
 
+def _add_exercise_sets(conn: sqlite3.Connection) -> None:
+    """Format 4 to 5: the exercises an assignment grades (existing ones: every one of their notebooks')."""
+    _add_columns(conn, "assignments", {"exercises": "TEXT NOT NULL DEFAULT '[]'"})
+
+
 # MIGRATIONS[n] upgrades a gradebook of format n to format n + 1, inside one transaction.
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: dict[int, Migration] = {1: _add_submitted_from, 2: _add_enrolments, 3: _add_chain_and_bases}
+MIGRATIONS: dict[int, Migration] = {1: _add_submitted_from, 2: _add_enrolments, 3: _add_chain_and_bases,
+                                    4: _add_exercise_sets}
 
 
 def create(conn: sqlite3.Connection, now: str) -> None:
