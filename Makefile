@@ -20,7 +20,7 @@ NB_CLEAN_OPTIONS := --preserve-cell-outputs --preserve-execution-counts --preser
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[lab,test]'
+	$(BIN)/python -m pip install --quiet -e '.[lab,test,grade]'
 	touch $(STAMP)
 
 # Serves the whole course (notebooks/, exercises/, solutions/) and opens the map of the lesson. `jupyter lab`
@@ -65,7 +65,7 @@ kernels: $(STAMP)
 TORCH_INDEX ?=
 $(CROSSCHECK_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
-	    -e '.[lab,test,crosscheck]'
+	    -e '.[lab,test,grade,crosscheck]'
 	touch $(CROSSCHECK_STAMP)
 
 crosscheck: $(CROSSCHECK_STAMP)

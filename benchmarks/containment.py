@@ -19,7 +19,7 @@ Two attacks, each through the command line as an instructor runs it:
 
 Run it as root and as an ordinary user: the limits that hold differ (see the instructor guide);
 level limits refuses an ordinary user's graded work, so ``--isolation limits`` needs root.
-It reports, it does not assert; tests/test_grading_lifetime.py asserts.
+It reports, it does not assert; tests/grading/test_lifetime.py asserts.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's lessonlib, installed or not
 
-from lessonlib.grading.run.notebooks import course_notebooks  # noqa: E402
+from lessonlib.grading.notebooks import course_notebooks  # noqa: E402
 
 ANSWER = '''
 import os

@@ -39,8 +39,8 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's lessonlib, installed or not
 
-from lessonlib.grading.run.notebooks import ANSWER_TAG, course_notebooks  # noqa: E402
-from lessonlib.grading.run.plans import bound_names, parse_cell  # noqa: E402
+from lessonlib.exercises.cells import ANSWER_TAG  # noqa: E402
+from lessonlib.grading.notebooks import bound_names, course_notebooks, parse_cell  # noqa: E402
 
 SOLUTIONS, RELEASED = ROOT / "solutions", ROOT / "exercises"
 

@@ -11,7 +11,7 @@ Each learner hands in one notebook that stays under the 32 MB a notebook may hav
 resident memory (VmHWM: getrusage's ru_maxrss would also count the parent's size at the fork);
 the script prints it with the size of grades.json and of the largest file in the output folder,
 and each learner's status. The numbers depend on the machine: the script reports, it does not
-assert (tests/test_grading_sizes.py holds the limit).
+assert (tests/grading/test_sizes.py holds the limit).
 
     python benchmarks/hostile_notebooks.py
     python benchmarks/hostile_notebooks.py --keep DIR    # keep the submissions and the gradebook
@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 MB = 2**20
-LIMIT = 32 * MB  # lessonlib.grading.run.notebooks.MAX_NOTEBOOK_BYTES
+LIMIT = 32 * MB  # lessonlib.grading.notebooks.MAX_NOTEBOOK_BYTES
 
 MEASURED = ("import atexit, sys\n"
             "def peak():\n"

@@ -45,8 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's lessonlib, installed or not
 
 from lessonlib.exercises import cells as cells_module  # noqa: E402
-from lessonlib.grading.run import notebooks  # noqa: E402
-from lessonlib.grading.run.notebooks import CourseNotebook, course_notebooks, read_notebook  # noqa: E402
+from lessonlib.grading import notebooks  # noqa: E402
+from lessonlib.grading.notebooks import CourseNotebook, course_notebooks, read_notebook  # noqa: E402
 from lessonlib.grading.run.plans import plan_notebook  # noqa: E402
 
 BUDGET_SECONDS = 1.0

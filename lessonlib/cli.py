@@ -8,15 +8,19 @@
     lessonlib gradescope build --notebooks 02_masking.ipynb --out autograder.zip
                                                        the same checks as a Gradescope autograder
     lessonlib override|extend|late-policy|export|history|term-report|similarity ...
-                                  an instructor's decisions and reports (see grading/commands.py)
+                                  an instructor's decisions and reports (see grading/app/commands.py)
 
-Each command group is a function that adds its subparser (see :data:`COMMAND_GROUPS`), with its
-handler stored as ``func``.
+This module only parses: each command group is a function that adds its subparser (see
+:data:`COMMAND_GROUPS`), with its handler stored as ``func``. The exercises' commands are here; every
+grading command is carried out by the grader's application room, ``lessonlib.grading.app``, imported
+only when that command runs: a learner's install (no ``grade`` extra) never needs it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +28,30 @@ from typing import Any
 
 from lessonlib.grading.arguments import positive_number, whole_number
 from lessonlib.grading.isolation.sandbox import LEVELS
+
+# What `pip install "lessonlib[grade]"` adds, and what for: a learner's install has none of it, so the
+# grading commands check for it before they import the grader.
+GRADER_MODULES = {"pyseccomp": "the seccomp filter around learner code", "copydetect": "the similarity report"}
+GRADE_INSTALL = 'pip install "lessonlib[grade]"'
+
+
+def missing_grader() -> list[str]:
+    """The grader's dependencies this environment lacks (empty: the grade extra is installed)."""
+    return [name for name in GRADER_MODULES if importlib.util.find_spec(name) is None]
+
+
+def _app(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """The command ``name`` of ``lessonlib.grading.app.<module>``, imported when it runs, once the
+    grader's dependencies are known to be there (else one line saying what to install, status 1)."""
+    def run(args: argparse.Namespace) -> int:
+        missing = missing_grader()
+        if missing:
+            print(f"lessonlib {args.command}: the grader is not installed in this environment (it lacks "
+                  f"{', '.join(missing)}); install it with {GRADE_INSTALL}, or pip install -e '.[grade]' in a "
+                  "clone of the course", file=sys.stderr)
+            return 1
+        return int(getattr(importlib.import_module(f"lessonlib.grading.app.{module}"), name)(args) or 0)
+    return run
 
 
 def _exercise_dirs(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -111,162 +139,9 @@ def add_exercises_commands(subparsers: argparse._SubParsersAction) -> None:
     listing.set_defaults(func=_cmd_list)
 
 
-def _cmd_grade(args: argparse.Namespace) -> int:
-    from lessonlib.grading import GradeSettings, GradingError, store
-    from lessonlib.grading.lms.downloads import DownloadError, check_submissions
-    from lessonlib.grading.reports.safe_text import printable
-    from lessonlib.grading.store import outputs as course
-
-    settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
-                             workers=args.workers, seed=args.seed, isolation=args.isolation,
-                             notebooks=args.notebooks, exercise_set=args.exercise_set, timezone=args.timezone,
-                             gradebook=args.gradebook)
-    try:
-        settings.zone()
-        settings.scope()
-        check_submissions(args.submissions)
-    except (ValueError, DownloadError, GradingError) as exc:
-        print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
-        return 2
-    try:
-        with course.open_course(settings.out, gradebook=args.gradebook, wait=args.wait) as gb:
-            return _grade_into(args, settings, gb)
-    except store.GradebookError as exc:
-        print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
-        return 2
-
-
-def _roster_of(args: argparse.Namespace, last: dict[str, Any]) -> tuple[Path | None, str | None, bool]:
-    """The roster file, its assignment column and whether to create it: given, else the previous run's."""
-    if args.roster is not None:
-        return args.roster, args.assignment, args.new_column
-    saved = last.get("roster") or {}
-    if saved:
-        print(f"using the roster of the previous run: {saved['file']}" + (f" ({saved['column']})" if saved.get("column")
-                                                                            else ""))
-        return Path(saved["file"]), saved.get("column"), bool(saved.get("new_column"))
-    return None, None, False
-
-
-def _grade_into(args: argparse.Namespace, settings: Any, gb: Any) -> int:
-    """``lessonlib grade`` with the course gradebook ``gb`` open and locked."""
-    from dataclasses import replace
-
-    from lessonlib.grading import GradingError, Interrupted, grade, store, write_gradebook
-    from lessonlib.grading.commands import recorded_isolation, run_settings
-    from lessonlib.grading.lms.roster import RosterError, read_roster
-    from lessonlib.grading.reports.safe_text import printable
-    from lessonlib.grading.run.progress import Progress
-    from lessonlib.grading.store import outputs as course
-    from lessonlib.grading.store.manual import ManualError, earlier_marks
-
-    settings = replace(settings, seed=course.seed_of(gb, settings.out, settings.scope(), settings.seed))
-    name = course.assignment_name(settings.out)
-    last = store.get_assignment(gb, name).last_run
-    if args.roster is None and (args.assignment is not None or args.new_column):
-        print("lessonlib grade: --assignment and --new-column name a column of the --roster file; give --roster too",
-              file=sys.stderr)
-        return 2
-    roster_path, column, new_column = _roster_of(args, last)
-    roster = None
-    if roster_path is not None:
-        try:
-            roster = read_roster(roster_path, column, new_column=new_column)
-        except RosterError as exc:  # it may quote the roster's columns
-            print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
-            return 2
-    needed = any(Path(s).suffix.lower() == ".zip" for s in args.submissions) or (
-        roster is not None and roster.has_times())
-    zone, zone_name = store.course_zone(gb, args.timezone, needed=needed,
-                                        change=f"lessonlib timezone --out {settings.out}")
-    settings = replace(settings, timezone=zone_name or None)
-    progress = Progress(quiet=args.quiet)
-    saver = course.Saver(gb, settings.out, zone_name)
-    try:
-        batch = grade(args.submissions, settings, reporter=progress, on_result=saver,
-                      rekey=course.rekey(gb, roster, zone), saved=course.saved(gb, settings.out, args.regrade),
-                      recorded=recorded_isolation(last))
-    except GradingError as exc:
-        progress.close()
-        print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
-        return 2
-    except Interrupted:
-        progress.close()
-        print("lessonlib grade: interrupted; every saved result is kept: run the same command again to "
-              "grade the rest", file=sys.stderr)
-        return 130
-    progress.close()
-    try:
-        marks = course.apply_manual(gb, settings.out)
-    except ManualError as exc:
-        print(f"lessonlib grade: {printable(exc)}", file=sys.stderr)
-        print("lessonlib grade: nothing was rewritten (every automatic grade is saved); correct manual.csv and "
-              "run the same command again", file=sys.stderr)
-        return 2
-    results = course.results(gb, settings.out)  # every learner of the assignment, from every run
-    if roster is not None:  # whom this assignment expects: its roster's learners, submitted or not
-        course.enrol_roster(gb, settings.out, roster, results)
-    store.record_run(gb, name, run_settings(batch.isolation, settings.limits(), settings.workers, roster,
-                                                   column))
-    written = write_gradebook(settings.out, results, batch.isolation, settings.limits(), settings.workers,
-                              unattributed=batch.unattributed, roster=roster, marks=marks,
-                              scope=batch.scope, absent_zero=args.absent_zero, applied=True,
-                              partial_grades=args.partial_grades, secret=store.marking_secret(gb))
-    flagged = sum(len(res.flagged) for res in results)
-    print(f"graded {batch.graded} learner(s) in {batch.seconds:.1f} s ({len(batch.results) - batch.graded} "
-          f"already saved; {len(results)} in the assignment {name!r}); "
-          f"isolation: {batch.isolation.level}; {flagged} exercise(s) flagged for a look")
-    print(f"wrote {settings.out / 'grades.csv'}, summary.csv, grades.json, manual.csv, class-report.html (what the "
-          f"class got wrong) and {len(written.feedback)} feedback file(s) in {settings.out / 'feedback'} "
-          "(Markdown and HTML)")
-    for path in written.uploads:
-        print(f"wrote {path} (feedback to upload to the LMS; see the instructor's guide)")
-    graded_by_hand = sum(m.points is not None and not m.earlier for m in marks.values())
-    pending = sum(1 for res in results for g in res.exercises if g.status == "needs_manual_grading")
-    print(f"written answers: {graded_by_hand} graded in manual.csv, {max(pending - graded_by_hand, 0)} still to grade")
-    _print_reviews(saver.reviews, earlier_marks(marks), results, settings.out)
-    for item in batch.unattributed:
-        print(printable(f"not attributed to any learner: {item.path} ({item.reason})"), file=sys.stderr)
-    if roster is not None:
-        column_words = f"new column {roster.column!r}" if roster.new_column else f"column {roster.column!r}"
-        print(f"wrote {settings.out / 'lms-import.csv'} for {roster.kind.capitalize()} ({column_words})")
-        for note in roster.notes:
-            print(printable(f"note: {note}"))
-        for learner in written.missing:
-            kept = "0 points" if args.absent_zero else "their grade in the LMS is left as it is; --absent-zero gives 0"
-            print(printable(f"missing: {learner} is in the roster but handed nothing in ({kept})"))
-        for warning in written.warnings:
-            print(printable(f"warning: {warning}"), file=sys.stderr)
-        for key in written.not_in_roster:
-            print(printable(f"not in the roster: {key} (graded, but not in lms-import.csv)"), file=sys.stderr)
-    return 0
-
-
-def _print_reviews(reviews: list[str], earlier: list[Any], results: list[Any], out: Path) -> None:
-    """Say which decisions the run withdrew or suspended, and what is still waiting for the instructor."""
-    from lessonlib.grading.reports.safe_text import printable
-
-    for line in reviews:
-        print(printable(f"review: {line}"))
-    for mark in earlier:
-        print(printable(f"review: manual.csv line {mark.line} ({mark.learner} / {mark.exercise}) was filled in for an "
-                        "earlier answer and was not applied: grade the new one"))
-    waiting = [(res.key, g.exercise) for res in results for g in res.undecided]
-    extensions = [(res.key, line) for res in results for line in res.review]
-    if waiting:
-        shown = ", ".join(f"{key} / {exercise}" for key, exercise in waiting)
-        print(printable(f"waiting for you: {len(waiting)} override(s) given for an answer since replaced ({shown}); "
-                        f"lessonlib override --out {out} LEARNER EXERCISE --keep --reason TEXT keeps one, --clear "
-                        "--reason TEXT removes it; until then the graded points count and lms-import.csv leaves "
-                        "the learner out"))
-    for key, line in extensions:
-        print(printable(f"waiting for you: {key}'s {line} (lessonlib extend --out {out} {key} --keep or --clear, "
-                        "with --reason)"))
-
-
 def notebook_list(text: str) -> tuple[str, ...]:
     """``--notebooks a.ipynb,b.ipynb``: the names, checked against the course's."""
-    from lessonlib.grading.run.notebooks import assignment_courses
+    from lessonlib.grading.notebooks import assignment_courses
 
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     if not names:
@@ -342,34 +217,12 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
                        help="grade this learner (their key) again even though their files have not changed; repeat "
                             "for several")
     grade.add_argument("--quiet", action="store_true", help="no progress display")
-    grade.set_defaults(func=_cmd_grade)
-
-
-def _cmd_gradescope_build(args: argparse.Namespace) -> int:
-    from lessonlib.grading.gradescope.autograder import GradescopeError, build_autograder
-
-    try:
-        notebooks = [n.strip() for n in (args.notebooks or "").split(",") if n.strip()]
-        path = build_autograder(Path(args.out), notebooks, args.seed, args.hidden_visibility,
-                                exercise_set=args.exercise_set)
-    except GradescopeError as exc:
-        print(f"lessonlib gradescope build: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {path}: upload it as the assignment's autograder (Configure Autograder, Zip file upload)")
-    return 0
-
-
-def _cmd_gradescope_run(args: argparse.Namespace) -> int:
-    from lessonlib.grading.gradescope.autograder import run_autograder
-
-    results = run_autograder(Path(args.root), timeout=args.timeout, memory_mb=args.memory, isolation=args.isolation)
-    print(f"wrote {results}")
-    return 0
+    grade.set_defaults(func=_app("grade", "grade"))
 
 
 def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
     """``lessonlib gradescope build|run``."""
-    from lessonlib.grading.gradescope.autograder import HIDDEN_VISIBILITIES
+    from lessonlib.grading.gradescope import HIDDEN_VISIBILITIES
 
     group = subparsers.add_parser("gradescope", help="the checks as a Gradescope autograder")
     commands = group.add_subparsers(dest="gradescope_command", required=True)
@@ -385,7 +238,7 @@ def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
                        help="when learners see how many hidden cases passed, and their points: Gradescope's "
                             "visibility of each exercise's hidden part (default after_due_date; its public "
                             "part is always visible)")
-    build.set_defaults(func=_cmd_gradescope_build)
+    build.set_defaults(func=_app("commands", "gradescope_build"))
     run = commands.add_parser("run", help="grade ROOT/submission into ROOT/results/results.json (run_autograder "
                                           "calls this inside Gradescope)")
     run.add_argument("--root", default="/autograder", metavar="DIR", help="Gradescope's folder (default /autograder)")
@@ -393,15 +246,86 @@ def add_gradescope_commands(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--memory", type=int, default=1024, metavar="MB", help="memory per exercise")
     run.add_argument("--isolation", default="auto", choices=["auto", *LEVELS],
                      help="default auto: bubblewrap where a trial sandbox works, else limits (as nobody, for root)")
-    run.set_defaults(func=_cmd_gradescope_run)
+    run.set_defaults(func=_app("commands", "gradescope_run"))
 
 
 # One entry per command group.
 def add_course_commands(subparsers: argparse._SubParsersAction) -> None:
-    """``lessonlib override|extend|late-policy|export|history|term-report|similarity`` (grading/commands.py)."""
-    from lessonlib.grading.commands import add_course_commands as add
+    """``lessonlib override|extend|submission-time|late-policy|timezone|restore|export|history|term-report|
+    similarity``: each on one assignment's output folder (or the course gradebook); ``grading/app/commands.py``
+    carries them out."""
+    from lessonlib.grading.arguments import fraction, points, when
 
-    add(subparsers)
+    def command(name: str, help: str, func: Any, *, out: bool = True) -> argparse.ArgumentParser:
+        parser = subparsers.add_parser(name, help=help, description=help)
+        if out:
+            parser.add_argument("--out", required=True, metavar="DIR", help="the assignment's output folder")
+        parser.add_argument("--gradebook", type=Path, metavar="FILE",
+                            help="the course gradebook (default: gradebook.db beside DIR)")
+        parser.set_defaults(func=func)
+        return parser
+
+    p = command("override", "replace one exercise's score for one learner, with a reason", _app("commands", "override"))
+    p.add_argument("learner")
+    p.add_argument("exercise")
+    p.add_argument("points", type=points, nargs="?", default=None)
+    p.add_argument("--reason", required=True, help="why (recorded, and shown to the learner in the feedback)")
+    keep_or_clear = p.add_mutually_exclusive_group()
+    keep_or_clear.add_argument("--clear", action="store_true", help="undo the override (the graded score counts again)")
+    keep_or_clear.add_argument("--keep", action="store_true",
+                               help="keep an override the run suspended (the answer changed) for the answer graded now")
+    p = command("extend", "give one learner a due date of their own, with a reason", _app("commands", "extend"))
+    p.add_argument("learner")
+    p.add_argument("--due", type=when, metavar="WHEN")
+    p.add_argument("--keep", action="store_true", help="keep a flagged extension (the submission time changed)")
+    p.add_argument("--clear", action="store_true", help="remove the extension (the assignment's due date applies)")
+    p.add_argument("--reason", required=True)
+    p = command("submission-time", "correct when one learner handed in (it outranks the LMS's times), with a reason",
+                _app("commands", "submission_time"))
+    p.add_argument("learner")
+    p.add_argument("when", type=when, metavar="WHEN", help="ISO 8601 with its offset, such as 2026-03-16T23:10+01:00")
+    p.add_argument("--reason", required=True)
+    p = command("late-policy", "the assignment's due date and late policy", _app("commands", "late_policy"))
+    p.add_argument("--due", type=when, metavar="WHEN")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--per-day", type=fraction, metavar="F",
+                     help="deduct F of the assignment's points possible per started day late")
+    how.add_argument("--zero", action="store_true", help="late work gets 0")
+    how.add_argument("--none", action="store_true", help="no deduction (the default)")
+    p.add_argument("--floor", type=fraction, default=0.0, metavar="F",
+                   help="with --per-day: no deduction takes a score below F of the assignment's points possible")
+    p = command("timezone", "show, set or change the course's time zone (changing it reads every stored LMS time "
+                            "again)", _app("commands", "timezone"))
+    p.add_argument("zone", nargs="?", metavar="ZONE", help="an IANA name such as Europe/Berlin")
+    p.add_argument("--reason", help="why it changes (kept in the history)")
+    p = command("restore", "put a backup of the course gradebook back (the file it replaces is kept aside)",
+                _app("commands", "restore"), out=False)
+    p.add_argument("--out", metavar="DIR", help="an assignment's output folder (the gradebook beside it)")
+    p.add_argument("--backup", type=Path, metavar="FILE", help="the backup to restore (default: the newest that "
+                                                               "passes every check)")
+    p.add_argument("--list", action="store_true", help="list the backups, newest first, and change nothing")
+    p = command("export", "the LMS files to upload (lms-import.csv, feedback zips) into a folder of their own",
+                _app("commands", "export"))
+    p.add_argument("--to", required=True, metavar="FOLDER", help="where to write them (created if missing)")
+    p.add_argument("--changed-only", action="store_true",
+                   help="only the learners whose grade or feedback changed since the last export")
+    p.add_argument("--absent-zero", action="store_true", help="roster learners with no submission get 0")
+    p.add_argument("--partial-grades", action="store_true",
+                   help="learners with written answers still to grade get their points so far")
+    p = command("history", "every recorded change of the assignment (or of one learner), oldest first",
+                _app("commands", "history"))
+    p.add_argument("learner", nargs="?")
+    p = command("term-report", "the course's term report: misconceptions that persist, sections to reteach, who "
+                               "needs help", _app("commands", "term_report"), out=False)
+    p.add_argument("--to", required=True, metavar="PATH", help="the HTML file (or a folder) to write")
+    p = command("similarity", "near-identical answers between learners, and answers copied from the course",
+                _app("commands", "similarity"))
+    p.add_argument("submissions", nargs="+", metavar="SUBMISSION",
+                   help="learners' notebooks, folders or the LMS's download zips; give every section's to compare "
+                        "them in one report")
+    p.add_argument("--also", action="append", default=[], metavar="DIR",
+                   help="another section's output folder of the same assignment: its identical files are compared "
+                        "too (repeat for each section)")
 
 
 COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [

@@ -1,7 +1,8 @@
 """`pip install` of the package alone, into a fresh virtual environment, is enough to do the course
 in a kernel someone else set up: the engine imports, a check runs on an answer and names a
 misconception, an explorer computes and builds its controls, and no Jupyter server or kernel is
-pulled in (JupyterLab and ipykernel are the `lab` extra).
+pulled in (JupyterLab and ipykernel are the `lab` extra), nor the grader's dependencies (the
+`grade` extra): `lessonlib grade` there says what to install.
 
 The environment is built once per session in a temporary folder from a copy of the package's
 files (so the checkout gets no build/ or egg-info). pip reaches PyPI for numpy, matplotlib,
@@ -26,6 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_FILES = ("pyproject.toml", "README.md", "LICENSE")
 SERVER_SIDE = ("jupyterlab", "ipykernel")  # the `lab` extra: must not come with a plain install
+GRADER = ("pyseccomp", "copydetect")  # the `grade` extra: an instructor's, never a learner's
 
 # Runs inside the fresh environment (python -I: neither the checkout nor PYTHONPATH is on sys.path)
 # and writes what it saw as JSON to the path given as its argument.
@@ -106,7 +108,7 @@ def clean_install(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     run([*pip, "check"], cwd=base, what="pip check (every installed requirement satisfied)")
 
     out = base / "probe.json"
-    probe = run([str(python), "-I", "-c", PROBE, str(out), ",".join(SERVER_SIDE)], cwd=base,
+    probe = run([str(python), "-I", "-c", PROBE, str(out), ",".join(SERVER_SIDE + GRADER)], cwd=base,
                 what="the probe script in the clean environment")
     report = json.loads(out.read_text())
     report["stdout"] = probe.stdout
@@ -115,6 +117,9 @@ def clean_install(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     verify = subprocess.run([str(cli), "exercises", "verify", "--root", str(ROOT)], cwd=base,
                             capture_output=True, text=True, timeout=120)
     report["cli_verify"] = {"returncode": verify.returncode, "stderr": verify.stderr}
+    grade = subprocess.run([str(cli), "grade", str(base / "nothing"), "--out", str(base / "grades")], cwd=base,
+                           capture_output=True, text=True, timeout=120)
+    report["cli_grade"] = {"returncode": grade.returncode, "stderr": grade.stderr, "out": (base / "grades").exists()}
     report["venv"] = str(venv)
     return report
 
@@ -159,3 +164,13 @@ def test_the_command_runs_and_maintainer_commands_say_what_they_need(clean_insta
     assert verify["returncode"] == 1, verify
     assert "needs nbformat" in verify["stderr"] and "[lab,test]" in verify["stderr"], verify["stderr"]
     assert "Traceback" not in verify["stderr"], verify["stderr"]
+
+
+def test_the_grader_is_not_installed_and_lessonlib_grade_says_how_to_add_it(clean_install: dict[str, Any]) -> None:
+    installed = clean_install["distributions"]
+    for name in GRADER:
+        assert name not in installed and not clean_install["importable"][name], f"a plain install brought {name}"
+    grade = clean_install["cli_grade"]
+    assert grade["returncode"] == 1 and not grade["out"], grade
+    assert 'pip install "lessonlib[grade]"' in grade["stderr"] and "Traceback" not in grade["stderr"], grade
+    assert len(grade["stderr"].strip().splitlines()) == 1, grade["stderr"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from exercise_answers import (
+from helpers.exercise_answers import (
     CORRECT,
     masked_where,
     masked_zeroed_after,
@@ -402,8 +402,7 @@ def test_each_exercise_has_answer_and_check_cells(folder):
 
 def test_one_status_enum_serves_checks_and_the_grader():
     from lessonlib.exercises.results import Status
-    from lessonlib.grading import records
-    from lessonlib.grading.run import notebooks
+    from lessonlib.grading import notebooks, records
 
     assert Status("passed") is Status.PASSED and Status.PASSED == "passed"
     assert records.TIMEOUT is Status.TIMEOUT and notebooks.CELL_ERROR is Status.CELL_ERROR

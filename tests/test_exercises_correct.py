@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from exercise_answers import CORRECT
+from helpers.exercise_answers import CORRECT
 
 from lessonlib.exercises import EXERCISES, PASSED, check
 

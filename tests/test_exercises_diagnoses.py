@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from exercise_answers import WRONG
+from helpers.exercise_answers import WRONG
 
 from lessonlib.exercises import FAILED, SECTIONS, all_diagnoses, check
 

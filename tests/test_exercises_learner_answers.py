@@ -7,7 +7,7 @@ must read "no known misconception", never the name of another mistake.
 from __future__ import annotations
 
 import pytest
-from learner_answers import LEARNER_WRONG
+from helpers.learner_answers import LEARNER_WRONG
 
 from lessonlib.exercises import EXERCISES, FAILED, check
 

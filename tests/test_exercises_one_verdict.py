@@ -14,10 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import exercise_answers
 import nbformat
 import pytest
-from markdown_view import shown
+from helpers import exercise_answers
+from helpers.markdown_view import shown
 
 from lessonlib.exercises.cells import check_notes, slice_cells
 from lessonlib.notebook_tools import execute_notebook

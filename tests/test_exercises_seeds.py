@@ -16,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from exercise_answers import WRONG
-from grading_submissions import write_learner
+from helpers.exercise_answers import WRONG
+from helpers.submissions import write_learner
 
 from lessonlib import cli
 from lessonlib.exercises import EXERCISES, CheckResult, Outcome, check, judge, run_case, run_cases
 from lessonlib.exercises.runner import probe_fields
 from lessonlib.exercises.spec import Case, DetectFn, Exercise
-from lessonlib.grading.run.notebooks import course_notebooks
+from lessonlib.grading.notebooks import course_notebooks
 
 SEEDS = range(20)
 

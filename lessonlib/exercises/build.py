@@ -24,14 +24,12 @@ from pathlib import Path
 
 import nbformat
 
-from lessonlib.exercises.cells import binds, python_source
+from lessonlib.exercises.cells import ANSWER_TAG, WRITTEN_STUB, binds, python_source
 from lessonlib.exercises.registry import ANSWER_CELLS_FILE, EXERCISES, released_answer_cells
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
-ANSWER_TAG = "answer"
 SOLUTIONS_ONLY_TAG = "solutions-only"
-WRITTEN_STUB = "_Write your answer here._"
 _DEF = re.compile(r"^\s*def\s+(\w+)\s*\(")
 
 

@@ -26,6 +26,11 @@ import symtable
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+# The tag of an answer cell, and what `lessonlib exercises build` leaves in a written answer's cell: the
+# build writes them, the grader reads them.
+ANSWER_TAG = "answer"
+WRITTEN_STUB = "_Write your answer here._"
+
 DRAWING_MODULES = frozenset({
     "matplotlib", "ipywidgets", "IPython", "ipympl", "mpl_toolkits", "seaborn", "plotly", "bokeh",
     "altair", "tqdm", "widgetsnbextension",

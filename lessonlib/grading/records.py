@@ -176,3 +176,44 @@ class LearnerResult:
     def from_dict(cls, data: dict[str, Any]) -> LearnerResult:
         fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "exercises"}
         return cls(**fields, exercises=[ExerciseGrade.from_dict(e) for e in data.get("exercises", [])])
+
+
+# --- in words -------------------------------------------------------------------------------------
+
+SUMMARY_MARK = "Automatic grading:"  # how the LMS comment's summary begins (and is found again)
+
+
+def num(x: float | None) -> str:
+    """Points as people read them: ``3``, ``1.5``; "" for none."""
+    return "" if x is None else f"{x:g}"
+
+
+def overrides_sentence(result: LearnerResult) -> str:
+    """Which scores the instructor set, and why ("" when none): a total is never called automatic
+    without saying so."""
+    set_by_hand = [g for g in result.exercises if g.override_reason]
+    if not set_by_hand:
+        return ""
+    return "Set by your instructor: " + "; ".join(f"{g.exercise} {num(g.points)} of {num(g.max_points)} "
+                                                  f"({g.override_reason})" for g in set_by_hand) + "."
+
+
+def summary_text(result: LearnerResult | None, *, most: int = 3) -> str:
+    """A few plain sentences for an LMS comment box: points, what to revisit, what is still to grade."""
+    if result is None:
+        return f"{SUMMARY_MARK} no submission was found."
+    auto = [g for g in result.exercises if g.kind == "auto"]
+    passed = sum(g.status == PASSED for g in auto)
+    text = (f"{SUMMARY_MARK} {num(result.auto_points)} / {num(result.auto_max_points)} points "
+            f"({passed} of {len(auto)} exercises passed).")
+    if overrides_sentence(result):
+        text += " " + overrides_sentence(result)
+    revisit = [g.exercise for g in auto if g.status != PASSED]
+    if revisit:
+        more = f" and {len(revisit) - most} more" if len(revisit) > most else ""
+        text += f" To revisit: {', '.join(revisit[:most])}{more}."
+    if result.manual_pending:
+        text += f" Written answers ({num(result.manual_pending)} points) are graded by hand."
+    elif any(g.status == GRADED_BY_HAND for g in result.exercises):
+        text += f" Total with the written answers: {num(result.points)} / {num(result.max_points)} points."
+    return text + " Your feedback file has the details."

@@ -40,17 +40,17 @@ from lessonlib.exercises import EXERCISES
 from lessonlib.exercises.results import hidden_line
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_bytes, atomic_write_json
+from lessonlib.grading.gradescope import HIDDEN_VISIBILITIES
 from lessonlib.grading.gradescope.wheel import WheelError, build_wheel
+from lessonlib.grading.lms.downloads import DownloadError, find_learners
+from lessonlib.grading.notebooks import assignment_scope, course_notebooks
 from lessonlib.grading.reports import marking
 from lessonlib.grading.reports.feedback import Para, exercise_blocks, markdown_lines, spans
 from lessonlib.grading.run.batch import GradeSettings, grade
 from lessonlib.grading.run.errors import GradingError
-from lessonlib.grading.run.notebooks import assignment_scope
-from lessonlib.grading.run.resume import new_seed
+from lessonlib.grading.store.assignments import new_seed
 
 SETTINGS = "assignment.json"  # in the zip's root, so /autograder/source/assignment.json
-# Gradescope's visibilities for the hidden part of each exercise (the public part is always visible).
-HIDDEN_VISIBILITIES = ("after_due_date", "hidden", "visible")
 
 # Gradescope's Ubuntu 22.04 (Python 3.10) and 24.04 (Python 3.12, whose system Python is
 # "externally managed", PEP 668) base images: a venv of the system Python sidesteps PEP 668 and
@@ -67,7 +67,7 @@ rm -rf /autograder/lessonlib-venv
 python3 -m venv /autograder/lessonlib-venv
 # 22.04's venv has pip 22.0: a current one reads the wheel's metadata (2.4) for sure
 /autograder/lessonlib-venv/bin/python -m pip install --quiet --upgrade pip
-/autograder/lessonlib-venv/bin/python -m pip install --quiet /autograder/source/{wheel}
+/autograder/lessonlib-venv/bin/python -m pip install --quiet "/autograder/source/{wheel}[grade]"
 chmod 0755 /autograder
 chmod -R go-w,go+rX /autograder/lessonlib-venv
 chmod 0700 /autograder/source
@@ -270,9 +270,10 @@ def run_autograder(root: Path, *, timeout: float = 10.0, memory_mb: int = 1024, 
                                 seed=settings["seed"], notebooks=() if named else notebooks, exercise_set=named,
                                 isolation=isolation)
         try:
+            found = find_learners([learner], course_notebooks(), unpack_to=Path(tmp) / "unpacked")
             with _working_in(root):
-                batch = grade([learner], grading)
-        except GradingError as exc:
+                batch = grade(found.learners, grading, submissions=[learner])
+        except (GradingError, DownloadError) as exc:
             return _failed(results_path, str(exc), skipped)
     result = batch.results[0]
     isolation = batch.isolation

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -25,18 +26,33 @@ class WheelError(RuntimeError):
 SOURCE_FILES = ("pyproject.toml", "README.md", "LICENSE")  # what the build backend reads besides lessonlib/
 
 
+GRADE_EXTRA = re.compile(r"""\s*(?:\band\s+)?\bextra\s*==\s*["']grade["']""")
+
+
+def _grade_extra(requirement: str) -> str | None:
+    """``requirement`` without its ``extra == "grade"`` marker, when it is the grade extra's, else None."""
+    name, _, marker = requirement.partition(";")
+    if not GRADE_EXTRA.search(marker):
+        return None
+    rest = GRADE_EXTRA.sub("", marker).strip().removeprefix("and").strip()
+    return f"{name.strip()}; {rest}" if rest else name.strip()
+
+
 def _pyproject_of_installed() -> str:
     """A pyproject.toml for the installed lessonlib, from its metadata: name, version, Python,
-    dependencies (no extras), commands, and every file of the package."""
+    dependencies and the ``grade`` extra (the autograder's), commands, and every file of the package."""
     dist = importlib.metadata.distribution("lessonlib")
     meta = dist.metadata
-    requires = [req for req in meta.get_all("Requires-Dist") or [] if "extra ==" not in req]
+    listed = meta.get_all("Requires-Dist") or []
+    requires = [req for req in listed if "extra ==" not in req]
+    grade = [extra for req in listed if (extra := _grade_extra(req)) is not None]
     scripts = "".join(f"{json.dumps(ep.name)} = {json.dumps(ep.value)}\n" for ep in dist.entry_points
                       if ep.group == "console_scripts")
     return (f'[build-system]\nrequires = ["setuptools>=77"]\nbuild-backend = "setuptools.build_meta"\n\n'
             f'[project]\nname = {json.dumps(meta["Name"])}\nversion = {json.dumps(meta["Version"])}\n'
             f'requires-python = {json.dumps(meta["Requires-Python"] or ">=3.10")}\n'
-            f'dependencies = {json.dumps(requires)}\n\n[project.scripts]\n{scripts}\n'
+            f'dependencies = {json.dumps(requires)}\n\n[project.optional-dependencies]\n'
+            f'grade = {json.dumps(grade)}\n\n[project.scripts]\n{scripts}\n'
             f'[tool.setuptools.packages.find]\ninclude = ["lessonlib*"]\n\n'
             f'[tool.setuptools.package-data]\n"*" = ["**/*"]\n')
 

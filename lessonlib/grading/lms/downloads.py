@@ -50,7 +50,7 @@ from lessonlib.grading.lms.submissions import (
 )
 from lessonlib.grading.lms.times import stamp_file_times
 from lessonlib.grading.lms.unzip import DownloadError, unpack
-from lessonlib.grading.run.notebooks import CourseNotebook
+from lessonlib.grading.notebooks import CourseNotebook
 
 CANVAS_FILE = re.compile(r"^(?P<name>[^_]+)(?P<late>_LATE)?_(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?$")

@@ -62,6 +62,7 @@ from pathlib import Path
 
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_text
+from lessonlib.grading.learners import Learner
 from lessonlib.grading.lms.localized import (
     MOODLE_HEADERS,
     MOODLE_REQUIRED,
@@ -73,10 +74,8 @@ from lessonlib.grading.lms.localized import (
     parse_number,
     sniff_delimiter,
 )
-from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.lms.times import parse_moodle_time
-from lessonlib.grading.reports.feedback import SUMMARY_MARK, summary_text
-from lessonlib.grading.reports.safe_text import csv_row, csv_value
+from lessonlib.grading.safe_text import csv_row, csv_value
 
 LMS_IMPORT = "lms-import.csv"
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
@@ -340,7 +339,7 @@ def lms_import_text(roster: Roster, matched: Matched, max_points: float, *, abse
 
 
 def _summary(res: r.LearnerResult | None, withheld: bool) -> str:
-    text = summary_text(res)
+    text = r.summary_text(res)
     if withheld:
         why = WITHHELD if res is not None and res.manual_pending > 0 else UNDECIDED
         text = text.removesuffix(SUMMARY_END).rstrip() + f" {why} {SUMMARY_END}"
@@ -354,7 +353,7 @@ def replace_summary(existing: str, summary: str) -> str:
     The grader's summary runs from SUMMARY_MARK to SUMMARY_END (an earlier one without its end, cut
     short by hand, runs to the end of the cell). A cell without a summary gets it at the end.
     """
-    start = existing.find(SUMMARY_MARK)
+    start = existing.find(r.SUMMARY_MARK)
     if start < 0:
         before, after = existing, ""
     else:

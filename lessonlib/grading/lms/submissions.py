@@ -8,36 +8,13 @@ notebook's own name removed (``alice_02_masking.ipynb`` is alice's ``02_masking.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
-from lessonlib.grading.run.notebooks import CourseNotebook, read_notebook
-from lessonlib.grading.run.plans import bound_names, code_cells, too_long
+from lessonlib.grading.learners import Learner, safe_key
+from lessonlib.grading.notebooks import CourseNotebook, bound_names, code_cells, read_notebook, too_long
 
 # --- finding learners ------------------------------------------------------------------------------
-
-
-@dataclass
-class Learner:
-    """One learner: a display name, a file-safe key, and their notebooks by course notebook name."""
-
-    name: str
-    key: str
-    files: dict[str, Path] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    lms_id: str = ""  # the LMS's id (Canvas user id, Moodle participant id) when read from a download
-    late: bool = False  # the LMS marked the submission late (Canvas's _LATE; Moodle's Status, see roster.py)
-    instead: list[str] = field(default_factory=list)  # notebooks handed in that this assignment does not grade
-    submitted_at: datetime | None = None  # when the work was handed in, when known (see lms/times.py)
-    submitted_from: str = ""  # where that time comes from: moodle_worksheet, zip_entry or file_mtime
-
-
-def safe_key(name: str) -> str:
-    key = re.sub(r"[^A-Za-z0-9._@+-]+", "_", name).strip("._") or "learner"
-    return key[:80]
 
 
 def match_course(path: Path, courses: Sequence[CourseNotebook], stem: str | None = None, *,

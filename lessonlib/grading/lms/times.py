@@ -23,14 +23,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 
-from lessonlib.grading.lms.submissions import Learner
-
-SOURCES = {
-    "instructor": "a correction by the instructor",
-    "moodle_worksheet": "Moodle's grading worksheet (Last modified (submission))",
-    "zip_entry": "the zip entry of the LMS download",
-    "file_mtime": "the file's modification time",
-}
+from lessonlib.grading.learners import Learner
 
 # Moodle's English date ("Monday, 2 March 2026, 5:03 PM"), and numeric dates some languages use.
 _MONTHS = {name: n for n, names in enumerate((
@@ -133,8 +126,3 @@ def stamp_worksheet_times(learners: Sequence[Learner], times: dict[str, datetime
             learner.submitted_at, learner.submitted_from = when, "moodle_worksheet"
             changed.append(learner)
     return changed
-
-
-def describe_source(source: str) -> str:
-    """The words feedback and the summary use for a time's source ("" when unknown)."""
-    return SOURCES.get(source, "")

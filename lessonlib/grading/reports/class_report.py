@@ -21,7 +21,7 @@ from pathlib import Path
 from lessonlib.exercises import EXERCISES, SECTIONS
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_text
-from lessonlib.grading.reports.safe_text import printable
+from lessonlib.grading.safe_text import printable
 
 REPORT = "class-report.html"
 TOP_FIGURE = 12  # misconceptions drawn in the figure

@@ -24,9 +24,9 @@ from lessonlib.grading import records as r
 from lessonlib.grading import store
 from lessonlib.grading.lms.roster import Matched, Roster, match, write_lms_import
 from lessonlib.grading.lms.uploads import write_uploads
+from lessonlib.grading.notebooks import Scope
 from lessonlib.grading.reports.feedback_html import feedback_html
 from lessonlib.grading.reports.gradebook import roster_names
-from lessonlib.grading.run.notebooks import Scope
 
 EXPORT_KIND = "lms-upload"
 

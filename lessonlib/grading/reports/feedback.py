@@ -8,11 +8,11 @@ instructor's comment), a box holding a value (expected, got), a bulleted list, a
 Of hidden cases a learner is told how many passed ("3 of 4 hidden cases passed") and nothing else:
 no id, description, input, order or per-case status, and no diagnosis resting on them. When the
 expected and returned values are described alike (``an array of shape (4, 6), float64`` twice),
-one box says so and the detail names the entries that differ. :func:`summary_text` is the short
-plain-text summary for Moodle's "Feedback comments" column.
+one box says so and the detail names the entries that differ. The short plain-text summary for
+Moodle's "Feedback comments" column is ``records.summary_text``, which the LMS files write too.
 
 In Markdown every text is inert, whoever wrote it: inline text is escaped and one line, a quotation
-or a value is a code block that nothing in it can close (:mod:`safe_text` does both).
+or a value is a code block that nothing in it can close (``grading/safe_text.py`` does both).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 from lessonlib.exercises.results import HIDDEN_ONLY, hidden_line
 from lessonlib.grading import records as r
-from lessonlib.grading.reports.safe_text import markdown_block, markdown_code, markdown_inline
+from lessonlib.grading.records import num
+from lessonlib.grading.safe_text import markdown_block, markdown_code, markdown_inline
 
 MAX_CASES = 4  # failed cases shown per exercise
-SUMMARY_MARK = "Automatic grading:"  # how the Feedback comments summary begins (and is found again)
 
 
 @dataclass(frozen=True)
@@ -94,10 +94,6 @@ class Rule:
 Block = Heading | Para | Quote | Box | Bullets | Table | Rule
 
 
-def _num(x: float | None) -> str:
-    return "" if x is None else f"{x:g}"
-
-
 # --- what the feedback says ---------------------------------------------------------------------
 
 
@@ -108,7 +104,7 @@ def _questions(g: r.ExerciseGrade) -> list[Block]:
 def _written_blocks(g: r.ExerciseGrade) -> list[Block]:
     """A written answer: graded by hand, or waiting for a person."""
     if g.status == r.GRADED_BY_HAND:
-        title = f"{g.exercise} (written answer): {_num(g.points)} / {_num(g.max_points)} points, graded by hand"
+        title = f"{g.exercise} (written answer): {num(g.points)} / {num(g.max_points)} points, graded by hand"
         blocks: list[Block] = [Heading(3, spans(title)), *_questions(g)]
         if g.answer_text:
             blocks += [Para(spans("Your answer:")), Quote(g.answer_text)]
@@ -118,11 +114,11 @@ def _written_blocks(g: r.ExerciseGrade) -> list[Block]:
             blocks += [Para(spans("Your instructor's comment:")), Quote(g.reason)]
         return blocks
     words = r.STATUS_WORDS.get(g.status, g.status)
-    blocks = [Heading(3, spans(f"{g.exercise} (written answer, {_num(g.max_points)} points): {words}")), *_questions(g)]
+    blocks = [Heading(3, spans(f"{g.exercise} (written answer, {num(g.max_points)} points): {words}")), *_questions(g)]
     if g.answer_text:
         blocks += [Para(spans("Your answer:")), Quote(g.answer_text),
                    Para(spans(Span("Needs manual grading", "strong"),
-                              f" ({_num(g.max_points)} points): your instructor reads this answer."))]
+                              f" ({num(g.max_points)} points): your instructor reads this answer."))]
     elif g.reason:
         blocks.append(Para(spans(g.reason)))
     return blocks
@@ -157,7 +153,7 @@ def exercise_blocks(g: r.ExerciseGrade, *, hidden: bool = True) -> list[Block]:
     words = r.STATUS_WORDS.get(g.status, g.status)
     reason = g.reason
     if hidden or not g.hidden_total:
-        title = f"{g.exercise}: {_num(g.points)} / {_num(g.max_points)} points, {words}"
+        title = f"{g.exercise}: {num(g.points)} / {num(g.max_points)} points, {words}"
     elif shown:
         title = f"{g.exercise}, public cases: {'failed' if g.status in (r.PASSED, r.FAILED) else words}"
     else:  # every public case passed: whatever else the status says is about the hidden ones
@@ -185,36 +181,26 @@ def exercise_blocks(g: r.ExerciseGrade, *, hidden: bool = True) -> list[Block]:
     return blocks
 
 
-def overrides_sentence(result: r.LearnerResult) -> str:
-    """Which scores the instructor set, and why ("" when none): a total is never called automatic
-    without saying so."""
-    set_by_hand = [g for g in result.exercises if g.override_reason]
-    if not set_by_hand:
-        return ""
-    return "Set by your instructor: " + "; ".join(f"{g.exercise} {_num(g.points)} of {_num(g.max_points)} "
-                                                  f"({g.override_reason})" for g in set_by_hand) + "."
-
-
 def feedback_blocks(result: r.LearnerResult) -> list[Block]:
     """The whole feedback of one learner: totals, a table of exercises, then each exercise."""
     manual = [g for g in result.exercises if g.kind == "manual"]
-    total = spans("Automatic checks: ", Span(f"{_num(result.auto_points)} / {_num(result.auto_max_points)} points",
+    total = spans("Automatic checks: ", Span(f"{num(result.auto_points)} / {num(result.auto_max_points)} points",
                                              "strong"), ".")
-    if overrides_sentence(result):
-        total += spans(" " + overrides_sentence(result))
+    if r.overrides_sentence(result):
+        total += spans(" " + r.overrides_sentence(result))
     if result.manual_pending:
-        total += spans(f" Written answers ({_num(result.manual_pending)} points) are graded by hand.")
+        total += spans(f" Written answers ({num(result.manual_pending)} points) are graded by hand.")
     elif any(g.status == r.GRADED_BY_HAND for g in manual):
         total += spans(" Total with the written answers: ",
-                       Span(f"{_num(result.points)} / {_num(result.max_points)} points", "strong"), ".")
+                       Span(f"{num(result.points)} / {num(result.max_points)} points", "strong"), ".")
     rows = tuple((g.notebook.removesuffix(".ipynb"), g.exercise,
-                  "to be graded" if g.points is None else f"{_num(g.points)} / {_num(g.max_points)}",
+                  "to be graded" if g.points is None else f"{num(g.points)} / {num(g.max_points)}",
                   r.STATUS_WORDS.get(g.status, g.status)) for g in result.exercises)
     blocks: list[Block] = [Heading(1, spans(f"Feedback: {result.learner}")), Para(total),
                            Table(("notebook", "exercise", "points", "result"), rows)]
     if result.late_note:
         blocks.append(Para(spans("Late: ", Span(result.late_note, "strong"),
-                                 f" Total after the late policy: {_num(result.points)} / {_num(result.max_points)}.")))
+                                 f" Total after the late policy: {num(result.points)} / {num(result.max_points)}.")))
     blocks += [Para(spans(f"Note: {note}")) for note in result.notes]
     for notebook in dict.fromkeys(g.notebook for g in result.exercises):
         blocks.append(Heading(2, spans(notebook)))
@@ -225,27 +211,6 @@ def feedback_blocks(result: r.LearnerResult) -> list[Block]:
         blocks += [Rule(), Para(spans(Span('Written answers marked "needs manual grading" have no points yet.',
                                            "em")))]
     return blocks
-
-
-def summary_text(result: r.LearnerResult | None, *, most: int = 3) -> str:
-    """A few plain sentences for an LMS comment box: points, what to revisit, what is still to grade."""
-    if result is None:
-        return f"{SUMMARY_MARK} no submission was found."
-    auto = [g for g in result.exercises if g.kind == "auto"]
-    passed = sum(g.status == r.PASSED for g in auto)
-    text = (f"{SUMMARY_MARK} {_num(result.auto_points)} / {_num(result.auto_max_points)} points "
-            f"({passed} of {len(auto)} exercises passed).")
-    if overrides_sentence(result):
-        text += " " + overrides_sentence(result)
-    revisit = [g.exercise for g in auto if g.status != r.PASSED]
-    if revisit:
-        more = f" and {len(revisit) - most} more" if len(revisit) > most else ""
-        text += f" To revisit: {', '.join(revisit[:most])}{more}."
-    if result.manual_pending:
-        text += f" Written answers ({_num(result.manual_pending)} points) are graded by hand."
-    elif any(g.status == r.GRADED_BY_HAND for g in result.exercises):
-        text += f" Total with the written answers: {_num(result.points)} / {_num(result.max_points)} points."
-    return text + " Your feedback file has the details."
 
 
 # --- Markdown -------------------------------------------------------------------------------------

@@ -25,27 +25,24 @@ from lessonlib.exercises import EXERCISES, MANUAL_QUESTIONS
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_json, atomic_write_text
 from lessonlib.grading.isolation.sandbox import Isolation, Limits
+from lessonlib.grading.learners import safe_key
 from lessonlib.grading.lms.downloads import Unattributed
 from lessonlib.grading.lms.roster import Matched, Roster, match, write_lms_import
-from lessonlib.grading.lms.submissions import safe_key
 from lessonlib.grading.lms.uploads import write_uploads
+from lessonlib.grading.notebooks import Scope, assignment_scope
+from lessonlib.grading.records import num
 from lessonlib.grading.reports.class_report import write_class_report
 from lessonlib.grading.reports.feedback import feedback_blocks, to_markdown
 from lessonlib.grading.reports.feedback_html import feedback_html
+from lessonlib.grading.reports.manual import Mark, apply_marks, write_manual
 from lessonlib.grading.reports.marking import write_marking_pages
-from lessonlib.grading.reports.safe_text import csv_row
-from lessonlib.grading.run.notebooks import Scope, assignment_scope
-from lessonlib.grading.store.manual import Mark, apply_marks, write_manual
+from lessonlib.grading.safe_text import csv_row
 
 GRADES_COLUMNS = ("learner", "name", "notebook", "exercise", "points", "max_points", "status", "diagnosis")
 SUMMARY_COLUMNS = ("learner", "name", "points", "max_points", "percent", "manual_pending", "passed", "exercises",
                    "flagged", "isolation", "lms_id", "notes")
 MISSING = "missing: no submission"
 NOT_IN_ROSTER = "not in the roster"
-
-
-def _num(x: float | None) -> str:
-    return "" if x is None else f"{x:g}"
 
 
 def _csv(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
@@ -59,7 +56,7 @@ def _csv(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
 
 def grades_rows(results: Sequence[r.LearnerResult]) -> list[list[str]]:
     return [
-        [res.key, res.learner, g.notebook, g.exercise, _num(g.points), _num(g.max_points), g.status, g.diagnosis]
+        [res.key, res.learner, g.notebook, g.exercise, num(g.points), num(g.max_points), g.status, g.diagnosis]
         for res in results for g in res.exercises
     ]
 
@@ -74,8 +71,8 @@ def summary_rows(results: Sequence[r.LearnerResult], *, not_in_roster: Sequence[
         notes = ((["late"] if res.late or res.late_deducted else []) + ([res.late_note] if res.late_note else [])
                  + ([NOT_IN_ROSTER] if res.key in not_in_roster else []))
         passed = sum(g.status == r.PASSED for g in auto)
-        rows.append([res.key, res.learner, _num(res.points), _num(res.max_points), f"{percent:.1f}",
-                     _num(res.manual_pending), str(passed), str(len(auto)), flagged, res.isolation, res.lms_id,
+        rows.append([res.key, res.learner, num(res.points), num(res.max_points), f"{percent:.1f}",
+                     num(res.manual_pending), str(passed), str(len(auto)), flagged, res.isolation, res.lms_id,
                      "; ".join(notes)])
     return rows
 
@@ -173,7 +170,7 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
                                                   partial=partial_grades)
         written.paths.append(path)
         graded = roster_names(graded, matched, roster, late_from_roster=not applied)
-        summary = [[_missing_key(roster, row), roster.learner_name(row), "0", _num(max_points), "0.0", "", "0", "",
+        summary = [[_missing_key(roster, row), roster.learner_name(row), "0", num(max_points), "0.0", "", "0", "",
                     "", "", roster.learner_id(row), MISSING] for row in matched.missing]
         roster_info = {"file": str(roster.path), "kind": roster.kind, "column": roster.column,
                        "new_column": roster.new_column, "missing": written.missing,

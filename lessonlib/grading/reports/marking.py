@@ -44,7 +44,7 @@ from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_text
 from lessonlib.grading.reports.course import model_answer
 from lessonlib.grading.reports.page import document, esc, esc_block, table
-from lessonlib.grading.reports.safe_text import csv_row
+from lessonlib.grading.safe_text import csv_row
 
 MARKING_FOLDER = "marking"
 KEY_FILE = "key.csv"

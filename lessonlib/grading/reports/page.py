@@ -16,7 +16,7 @@ import io
 import re
 from collections.abc import Sequence
 
-from lessonlib.grading.reports.safe_text import printable
+from lessonlib.grading.safe_text import printable
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'"
 STYLE = ("body{font-family:system-ui,sans-serif;color:#1a1a1a;background:#fff;max-width:72rem;margin:1rem auto;"

@@ -48,11 +48,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lessonlib.grading.files import atomic_write_text
-from lessonlib.grading.lms.submissions import Learner
+from lessonlib.grading.learners import Learner
+from lessonlib.grading.notebooks import assignment_courses, read_notebook
 from lessonlib.grading.reports.course import CourseFile, course_files, exercise_stubs
 from lessonlib.grading.reports.normalise import normalise
 from lessonlib.grading.reports.page import document, esc, esc_block, table
-from lessonlib.grading.run.notebooks import assignment_courses, read_notebook
 from lessonlib.grading.run.plans import plan_notebook
 
 if TYPE_CHECKING:

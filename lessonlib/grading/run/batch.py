@@ -3,7 +3,7 @@
 Output folder layout::
 
     DIR/grades.csv, summary.csv, grades.json, feedback/<learner>.md   written at the end
-    DIR/.grading/trial/              the trial sandbox's job (no learner's: see probe.choose_isolation)
+    DIR/.grading/trial/              the trial sandbox's job (no learner's: see trial.choose_isolation)
     DIR/.grading/work/<learner>/     a learner's job while it runs: job.bin (the worker's stdin),
                                      worker.out (its stdout: records, read once by results.read_results)
 
@@ -31,31 +31,28 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from lessonlib.exercises import EXERCISES, Case
 from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_json, owner_only
-from lessonlib.grading.isolation import cgroups, probe, sandbox, workers
-from lessonlib.grading.lms.downloads import DownloadError, Unattributed, find_learners
-from lessonlib.grading.lms.submissions import Learner
-from lessonlib.grading.run import jobs, resume
-from lessonlib.grading.run.assess import assess, manual_grade
-from lessonlib.grading.run.errors import GradingError, Interrupted
-from lessonlib.grading.run.notebooks import (
+from lessonlib.grading.isolation import cgroups, sandbox, trial, workers
+from lessonlib.grading.learners import Learner
+from lessonlib.grading.notebooks import (
     CourseNotebook,
     Scope,
     assignment_scope,
-    course_notebooks,
     read_notebook,
     unassigned_note,
 )
+from lessonlib.grading.run import jobs, resume
+from lessonlib.grading.run.assess import assess, manual_grade
+from lessonlib.grading.run.errors import GradingError, Interrupted
 from lessonlib.grading.run.plans import ExercisePlan, plan_notebook
 from lessonlib.grading.run.results import TaskResult, read_results
-from lessonlib.grading.store.database import GRADEBOOK_FILE
-from lessonlib.grading.zones import zone_of
+from lessonlib.grading.store.assignments import new_seed
 
 
 @dataclass(frozen=True)
@@ -70,12 +67,7 @@ class GradeSettings:
     isolation: str = "auto"
     notebooks: tuple[str, ...] = ()  # the assignment: course notebook file names to grade; empty, all of them
     exercise_set: str | None = None  # or a named assignment of the registry (ASSIGNMENTS): its items alone
-    timezone: str | None = None  # the zone of the LMS's local times (zip entries, the worksheet); None: local
-    gradebook: Path | None = None  # the course gradebook; None: gradebook.db beside ``out``
-
-    def zone(self) -> tzinfo | None:
-        """The time zone ``timezone`` names (ValueError, saying what to give, for an unknown name)."""
-        return zone_of(self.timezone)
+    gradebook: Path | None = None  # the course gradebook, which the trial checks learner code cannot reach
 
     def limits(self) -> sandbox.Limits:
         return sandbox.Limits(cpu_seconds=self.timeout, memory_mb=self.memory_mb)
@@ -107,7 +99,6 @@ class BatchResult:
     isolation: sandbox.Isolation
     seconds: float
     graded: int  # learners graded by this run (the others were already saved)
-    unattributed: list[Unattributed] = field(default_factory=list)  # LMS files that name no learner
     scope: Scope = field(default_factory=lambda: Scope(()))  # what the assignment grades
 
 
@@ -241,24 +232,29 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str) -> r.Learne
 # --- the batch -----------------------------------------------------------------------------------------
 
 
+def work_folder(out: Path) -> Path:
+    """Where a run keeps its jobs, its trial and the downloads it unpacked: ``DIR/.grading``."""
+    return Path(out).resolve() / ".grading"
+
+
 def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
     out = Path(settings.out).resolve()
     resolved = [Path(s).resolve() for s in submissions]
-    state = out / ".grading"
+    state = work_folder(out)
     for folder in (out, state, state / "work"):
         folder.mkdir(parents=True, exist_ok=True)
     # grades, hidden cases' descriptions, feedback, the marking key, the jobs with every case's inputs:
     # the instructor's alone
     owner_only(out)
     scope = settings.scope()
-    seed = settings.seed if settings.seed is not None else resume.new_seed()  # the caller keeps it
+    seed = settings.seed if settings.seed is not None else new_seed()  # the caller keeps it
     return _Batch(
         settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work", scope=scope,
         courses=scope.courses(),
         cases={name: ex.public_cases() + ex.hidden_cases(seed) for name, ex in EXERCISES.items()},
         submissions=resolved, protected=sandbox.protected_folders(out, resolved),
         seed_digest=hashlib.sha256(str(seed).encode()).hexdigest()[:16],
-        gradebook=Path(settings.gradebook or out.parent / GRADEBOOK_FILE).resolve(),
+        gradebook=Path(settings.gradebook).resolve() if settings.gradebook else None,
     )
 
 
@@ -293,12 +289,14 @@ def _grade_and_save(batch: _Batch, learner: Learner, fingerprint: str) -> r.Lear
     return result
 
 
-def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporter: Reporter | None = None,
-          on_result: Callable[[r.LearnerResult, Learner], None] | None = None,
+def grade(learners: Sequence[Learner], settings: GradeSettings, *, submissions: Sequence[Path | str],
+          reporter: Reporter | None = None, on_result: Callable[[r.LearnerResult, Learner], None] | None = None,
           rekey: Callable[[list[Learner]], list[Learner]] | None = None,
           saved: Callable[[Learner, str], r.LearnerResult | None] | None = None,
           recorded: sandbox.Isolation | None = None) -> BatchResult:
-    """Grade every learner found in ``submissions`` into ``settings.out`` (resuming where it stopped).
+    """Grade ``learners`` (found in ``submissions`` by ``lms.find_learners``) into ``settings.out``,
+    resuming where it stopped. ``submissions``, the paths they were found in, are hidden from learner
+    code and checked by the trial.
 
     ``rekey``: gives the found learners their keys (the course gradebook's stored ones) instead of
     keys in arrival order. ``on_result``: called in this thread with each learner's result as soon
@@ -312,14 +310,8 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         raise GradingError("--timeout must be positive and --memory at least 64 MB")
     start = time.perf_counter()
     reporter = reporter or Reporter()
-    paths = [Path(s) for s in submissions]
-    batch = _make_batch(paths, settings)
-    try:
-        found = find_learners(paths, course_notebooks(), unpack_to=batch.state / "unpacked",
-                              zone=settings.zone())  # a .zip is unpacked
-    except (FileNotFoundError, DownloadError) as exc:
-        raise GradingError(str(exc)) from None
-    learners = [_assigned_only(learner, batch.courses) for learner in found.learners]
+    batch = _make_batch([Path(s) for s in submissions], settings)
+    learners = [_assigned_only(learner, batch.courses) for learner in learners]
     if rekey is not None:
         learners = rekey(learners)
     if not learners:
@@ -332,7 +324,7 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         batch.containment = cgroups.detect()
         batch.limits = workers.contained_limits(batch.limits, batch.containment)
         try:
-            batch.isolation = probe.choose_isolation(settings.isolation, batch.limits, work=batch.state / "trial",
+            batch.isolation = trial.choose_isolation(settings.isolation, batch.limits, work=batch.state / "trial",
                                                        out_dir=batch.out, submissions=batch.submissions,
                                                        plan=batch.containment, gradebook=batch.gradebook)
         except sandbox.IsolationError as exc:
@@ -376,8 +368,7 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         raise
     pool.shutdown(wait=True)
     ordered = [results[lr.key] for lr in learners]
-    return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo), found.unattributed,
-                       scope=batch.scope)
+    return BatchResult(ordered, batch.isolation, time.perf_counter() - start, len(todo), scope=batch.scope)
 
 
 def _assigned_only(learner: Learner, courses: Sequence[CourseNotebook]) -> Learner:

@@ -17,67 +17,26 @@ Nothing here runs learner code: sources are only parsed (``ast``), never execute
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lessonlib.exercises import ManualQuestion
-from lessonlib.exercises.cells import parse, python_source, slice_cells, too_much_code
+from lessonlib.exercises.cells import ANSWER_TAG, WRITTEN_STUB, python_source, slice_cells
 from lessonlib.exercises.results import Status
-from lessonlib.grading.run.notebooks import (
-    ANSWER_TAG,
+from lessonlib.grading.notebooks import (
     CELL_ERROR,
     MALFORMED,
-    MAX_CELL_CHARS,
     MAX_WRITTEN_CHARS,
     MISSING_ANSWER,
     NOT_SUBMITTED,
     TOO_LONG,
-    WRITTEN_STUB,
     Cell,
     CourseNotebook,
     Notebook,
+    bound_names,
+    code_cells,
+    too_long,
 )
-
-# --- parsing code cells ---------------------------------------------------------------------------
-
-
-def parse_cell(source: str) -> ast.Module | str:
-    """The cell's syntax tree, or a one-line description of why it does not parse."""
-    if len(source) > MAX_CELL_CHARS:
-        return f"the cell has {len(source)} characters (at most {MAX_CELL_CHARS} are read)"
-    try:
-        return parse(python_source(source))
-    except SyntaxError as exc:
-        return f"line {exc.lineno}: {exc.msg}"
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-
-
-def bound_names(tree: ast.Module) -> set[str]:
-    """Names a cell binds at its top level (also inside if/try/with/for, not inside functions)."""
-    names: set[str] = set()
-
-    def visit(body: Iterable[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
-            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-            for attr in ("body", "orelse", "finalbody"):
-                inner = getattr(node, attr, None)
-                if isinstance(inner, list) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                     ast.ClassDef)):
-                    visit(inner)
-            for handler in getattr(node, "handlers", []) or []:
-                visit(handler.body)
-
-    visit(tree.body)
-    return names
-
 
 # --- one notebook's plans --------------------------------------------------------------------------
 
@@ -110,22 +69,6 @@ class ManualAnswer:
     text: str | None
     status: str  # needs_manual_grading, not_attempted, missing_answer, not_submitted, malformed
     reason: str = ""
-
-
-def code_cells(notebook: Notebook) -> list[tuple[Cell, ast.Module | str]]:
-    return [(c, parse_cell(c.source)) for c in notebook.cells if c.cell_type == "code" and c.source.strip()]
-
-
-def too_long(notebook: Notebook) -> str:
-    """Why ``notebook`` holds too much code to plan (a sentence for the learner), or "".
-
-    Checked before any cell is parsed, so that planning stays fast on any notebook under the size cap.
-    """
-    why = too_much_code([c.source for c in notebook.cells if c.cell_type == "code"])
-    if not why:
-        return ""
-    return (f"{notebook.path.name} was not graded: {why}. The exercise notebook holds about 50 lines of code; "
-            "keep long experiments and pasted code in a notebook of their own, and hand this one in again.")
 
 
 def _find_answer(name: str, released_id: str | None, parsed: list[tuple[Cell, ast.Module | str]]

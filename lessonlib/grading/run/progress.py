@@ -17,8 +17,8 @@ from tqdm import tqdm
 
 from lessonlib.grading import records as r
 from lessonlib.grading.isolation.sandbox import Isolation
-from lessonlib.grading.reports.safe_text import printable
 from lessonlib.grading.run.batch import GradeSettings, Reporter
+from lessonlib.grading.safe_text import printable
 
 
 class Progress(Reporter):

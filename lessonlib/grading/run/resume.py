@@ -12,17 +12,10 @@ from pathlib import Path
 
 from lessonlib.grading.files import read_json
 from lessonlib.grading.isolation.sandbox import OUT_FILE
-from lessonlib.grading.lms.submissions import Learner
-from lessonlib.grading.run.notebooks import MAX_NOTEBOOK_BYTES, CourseNotebook
+from lessonlib.grading.learners import Learner
+from lessonlib.grading.notebooks import MAX_NOTEBOOK_BYTES, CourseNotebook
 
 FORMAT = 3  # bump when a saved result would no longer be valid
-
-
-def new_seed() -> int:
-    """A fresh secret seed for an assignment's hidden cases: 63 bits from the operating system's
-    random source, so nothing public (notebook names, dates, the package) predicts it. The course
-    gradebook keeps it (``store.ensure_assignment``); nothing here writes it to a file."""
-    return int.from_bytes(os.urandom(8), "big") >> 1
 
 
 def fingerprint(learner: Learner, courses: Sequence[CourseNotebook], seed_digest: str) -> str:

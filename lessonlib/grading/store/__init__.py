@@ -41,11 +41,13 @@ else the graded result; the late policy then applies to the learner's total of e
 stored (``learners.py``); every change appends a row to ``history``, which nothing can alter
 (``schema.py``). One grader at a time: ``open_gradebook`` takes an ``flock`` beside the file
 (``lock.py``) and names the holder to a second grader, or waits for it with ``wait=True``.
-An output folder of the file-based grader is brought in with ``import_output_folder``.
+An output folder of the file-based grader is brought in by the application (``app/importer.py``).
 
-``outputs.py`` ties an output folder to the gradebook (which assignment it is, its files written
-from the database); ``manual.py`` reads and writes manual.csv, the hand grades' sheet. ``enrolments.py`` records which
-learners an assignment expects (its roster's), so a course taught in sections misses no one wrongly.
+``enrolments.py`` records which learners an assignment expects (its roster's), so a course taught
+in sections misses no one wrongly. Which assignment an output folder holds, and its files written
+from the database, are the application's (``app/course.py``); manual.csv, the hand grades' sheet,
+is a report (``reports/manual.py``). Nothing here imports another room of the grader but the
+ground modules (records, files, zones, learners).
 
 Errors: every error meant for the person running a command is a ``GradebookError`` (``StoreError``
 for a request that cannot be carried out, ``StoreFormatError`` for a file this version cannot
@@ -81,7 +83,6 @@ from lessonlib.grading.store.database import (
 )
 from lessonlib.grading.store.enrolments import enrol, enrolled
 from lessonlib.grading.store.errors import DamagedGradebook, GradebookError
-from lessonlib.grading.store.importer import Imported, import_output_folder
 from lessonlib.grading.store.late import LateAdjustment, LatePolicy, days_late, late_adjusted
 from lessonlib.grading.store.learners import (
     StoredLearner,
@@ -118,12 +119,12 @@ from lessonlib.grading.store.settings import course_zone, marking_secret, set_ti
 
 __all__ = [
     "FORMAT", "GRADEBOOK_FILE", "Assignment", "Change", "Changes", "DamagedGradebook", "Effective", "ExerciseScore",
-    "Gradebook", "GradebookError", "GraderBusy", "Imported", "LateAdjustment", "LatePolicy", "LearnerSheet",
+    "Gradebook", "GradebookError", "GraderBusy", "LateAdjustment", "LatePolicy", "LearnerSheet",
     "StoreError", "StoreFormatError", "StoredLearner", "SubmittedFile", "TermRow", "all_learners",
     "assign_stored_keys", "assignment_history", "assignment_sheet", "changed_since", "clear_extension",
     "clear_override", "correct_submission_time", "course_zone", "days_late", "effective", "enrol", "enrolled",
     "ensure_assignment", "get_assignment", "grant_extension", "graded_result", "identity_for",
-    "import_output_folder", "keep_extension", "keep_override", "late_adjusted", "learner_history",
+    "keep_extension", "keep_override", "late_adjusted", "learner_history",
     "learner_results", "marking_secret", "open_gradebook", "record_export", "record_result", "record_run",
     "record_submission", "register", "restore_gradebook", "save_learner_result", "saved_fingerprint",
     "set_hand_grade", "set_late_policy", "set_override", "set_time_zone", "stored_files", "term_results",

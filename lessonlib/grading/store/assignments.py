@@ -17,7 +17,7 @@ from typing import Any
 
 from lessonlib.exercises import ASSIGNMENTS
 from lessonlib.grading import records as r
-from lessonlib.grading.lms.submissions import Learner
+from lessonlib.grading.learners import Learner
 from lessonlib.grading.store.database import Gradebook, StoreError, now
 from lessonlib.grading.store.late import LatePolicy
 from lessonlib.grading.store.marks import review_decisions
@@ -79,7 +79,9 @@ def record_run(gradebook: Gradebook, name: str, run: dict[str, Any]) -> None:
 
 
 def new_seed() -> int:
-    """A fresh secret seed: 63 bits from the operating system's random source (as ``resume.new_seed``)."""
+    """A fresh secret seed for an assignment's hidden cases: 63 bits from the operating system's
+    random source, so nothing public (notebook names, dates, the package) predicts it. The course
+    gradebook keeps it (``store.ensure_assignment``); nothing here writes it to a file."""
     return int.from_bytes(os.urandom(8), "big") >> 1
 
 

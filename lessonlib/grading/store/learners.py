@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lessonlib.grading.lms.submissions import Learner, safe_key
+from lessonlib.grading.learners import Learner, safe_key
 from lessonlib.grading.store.database import Gradebook, StoreError, now
 
 

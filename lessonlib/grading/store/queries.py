@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from lessonlib.grading import records as r
-from lessonlib.grading.lms.times import describe_source
 from lessonlib.grading.store.assignments import get_assignment
 from lessonlib.grading.store.database import Gradebook, StoreError, now
 from lessonlib.grading.store.late import LateAdjustment, late_adjusted
 from lessonlib.grading.store.marks import effective
+from lessonlib.grading.store.schema import TIME_SOURCE_WORDS
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def assignment_sheet(gradebook: Gradebook, assignment: str, *, every_learner: bo
             points = round(sum(e.points or 0.0 for e in exercises), 4)
             late = late_adjusted(points, round(sum(e.max_points for e in exercises), 4), info.policy,
                                  due=info.due_at, submitted=when, extension=extension, lms_late=bool(row["lms_late"]),
-                                 source=describe_source(row["submitted_from"] or ""))
+                                 source=TIME_SOURCE_WORDS.get(row["submitted_from"] or "", ""))
         sheets.append(LearnerSheet(row["key"], row["name"], row["lms_id"], submitted, bool(row["lms_late"]), when,
                                    row["submitted_from"] or "", exercises, late, row["review"] or ""))
     return sheets

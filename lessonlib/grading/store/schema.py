@@ -204,8 +204,15 @@ class StoreFormatError(GradebookError, RuntimeError):
 
 
 # Where a submission's time can come from, as ``submissions.submitted_from`` records it (empty: unknown),
-# the most trusted first: a time the instructor set with a reason, then the LMS's own, then the files'.
-SUBMISSION_TIME_SOURCES = ("instructor", "moodle_worksheet", "zip_entry", "file_mtime")
+# the most trusted first: a time the instructor set with a reason, then the LMS's own, then the files';
+# with the words feedback and the summary use for each.
+TIME_SOURCE_WORDS = {
+    "instructor": "a correction by the instructor",
+    "moodle_worksheet": "Moodle's grading worksheet (Last modified (submission))",
+    "zip_entry": "the zip entry of the LMS download",
+    "file_mtime": "the file's modification time",
+}
+SUBMISSION_TIME_SOURCES = tuple(TIME_SOURCE_WORDS)
 LOCAL_TIME_SOURCES = ("moodle_worksheet", "zip_entry")  # local times, read in the course's time zone
 
 # The triggers that keep the rules above; a gradebook without one of them is refused.
