@@ -25,9 +25,9 @@ import time
 
 import numpy as np
 
+from lessonlib._machine import one_blas_thread
 from lessonlib.training import POSITIONS, Adam
 from lessonlib.training import lm_catalog as catalog
-from lessonlib.training.loop import one_blas_thread
 from lessonlib.training.sampling import generate
 from lessonlib.training.text import TextWindows, load
 

@@ -127,8 +127,9 @@ def _controller() -> ThreadpoolController:
 
 
 @contextlib.contextmanager
-def _blas_on_one_thread() -> Iterator[None]:
-    """BLAS on one thread inside; concurrent calls share the limit and the last one out lifts it."""
+def one_blas_thread() -> Iterator[None]:
+    """BLAS on one thread inside: small matrices gain nothing from its threads, which only wake and wait
+    (and would swamp a timing). Concurrent calls share the limit; the last one out lifts it."""
     with _Shared.lock:
         if _Shared.blas_users == 0:
             _Shared.blas_limit = _controller().limit(limits=1, user_api="blas")
@@ -167,7 +168,7 @@ def run_blocks(work: Callable[[Item], None], items: Sequence[Item]) -> None:
                 failed.set()
                 raise
 
-    with _blas_on_one_thread():
+    with one_blas_thread():
         helpers = [_pool(workers - 1).submit(take_items) for _ in range(workers - 1)]
         try:
             take_items()

@@ -19,7 +19,6 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 SEQUENTIAL_CMAP = "viridis"
-DIVERGING_CMAP = "cividis"
 BAR_COLOUR = "#3b528b"  # a viridis blue
 SECOND_COLOUR = "#5ec962"  # a viridis green, paired with hatching where both appear
 

@@ -23,6 +23,8 @@ from typing import Protocol
 
 import numpy as np
 
+from lessonlib.attention import softmax
+
 # The words the probe reports; every row of lessonlib.masks.MASK_CONVENTIONS uses them.
 TRUE_MEANS = ("attend", "blocked", "added (True = +1)", "ignored", "refused", "unclear")
 FLOAT_MASK = (
@@ -92,12 +94,6 @@ def _uniform_over(allowed: np.ndarray) -> np.ndarray:
     return allowed / allowed.sum(axis=-1, keepdims=True)
 
 
-def _softmax_rows(x: np.ndarray) -> np.ndarray:
-    """Row softmax of a finite (L, S) array."""
-    e = np.exp(x - x.max(axis=-1, keepdims=True))  # (L, S)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def _run(fn: AttentionFn, shape: tuple[int, int], mask: np.ndarray | None, causal: bool) -> np.ndarray:
     """Weights (L, S) of ``fn`` with query = key = 0 and value = identity."""
     n_queries, n_keys = shape
@@ -165,13 +161,13 @@ def probe_mask_semantics(attention_fn: AttentionFn, *, key_only: bool = False, a
     true_means = _case(evidence, "boolean", attention_fn, shape, {
         "attend": _uniform_over(as_rows),
         "blocked": _uniform_over(~as_rows),
-        "added (True = +1)": _softmax_rows(as_rows.astype(np.float64)),
+        "added (True = +1)": softmax(as_rows.astype(np.float64)),
         "ignored": _uniform_over(np.ones(shape, bool)),
     }, atol, mask=_for_argument(_BOOL_MASK, key_only))
 
     floats = _seen_by_queries(_FLOAT_MASK, key_only)  # (L, S)
     float_mask = _case(evidence, "float", attention_fn, shape, {
-        "added to scores": _softmax_rows(floats),
+        "added to scores": softmax(floats),
         "read as boolean (nonzero = attend)": _uniform_over(floats != 0),
         "read as boolean (nonzero = blocked)": _uniform_over(floats == 0),
         "ignored": _uniform_over(np.ones(shape, bool)),

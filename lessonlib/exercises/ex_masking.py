@@ -740,19 +740,6 @@ def _compare_exactly(layer: str, length: int, n_queries: int, d_model: int) -> b
     return False
 
 
-def _rows_as_positions(layer: str, length: int, n_queries: int, d_model: int) -> bool:
-    """Row r read as position r: after a change at t, the first t rows are compared."""
-    fn = build_probe(layer)
-    x = _probe_input(length, d_model)
-    base = fn(x)
-    for t in range(1, length):
-        changed = x.copy()
-        changed[t] += 1.0
-        if not np.allclose(fn(changed)[:t], base[:t]):
-            return True
-    return False
-
-
 def _always(answer: bool, tag: str, expected: bool):
     """Detect an answer that returns ``answer`` on every case tagged ``tag`` (whose truth is ``expected``)."""
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from lessonlib.attention import softmax
 from lessonlib.exercises.outputs import BoolOutput
 from lessonlib.exercises.runner import build_probe, probe
 from lessonlib.exercises.spec import (
@@ -489,13 +490,8 @@ def _alibi_with(scores, head, n_heads, *, slope=None, sign=-1.0, mask_at_end=Tru
         bias_distance = np.abs(bias_distance)
     biased = scores + sign * m * bias_distance  # (L, S)
     if not masked:
-        return _softmax_rows(biased)
+        return softmax(biased)
     return _causal_softmax(biased, _distances(*scores.shape, at_end=mask_at_end))
-
-
-def _softmax_rows(s: np.ndarray) -> np.ndarray:
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def _bias_after_softmax(scores, head, n_heads, *, everywhere=False, absolute=False):

@@ -10,17 +10,17 @@ measures all the sizes once before the first picture, so moving a control never 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from lessonlib._machine import one_blas_thread
 from lessonlib.attention import scaled_dot_product_attention
 from lessonlib.cost import Measurement, dtype_bytes, measure, score_matrix_bytes
 from lessonlib.plots import LogBarPanel, LogLinesPanel, PartialRedraw, new_figure, pin_layout
@@ -91,19 +91,6 @@ def longest_fitting_length(memory_bytes: int, batch: int = 1, heads: int = 1, dt
     """
     per_cell = score_matrix_bytes(batch, heads, 1, dtype=dtype)  # B * H * s
     return math.isqrt(int(memory_bytes) // per_cell)
-
-
-@contextlib.contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """Run the body with the BLAS library on one thread, so a timing measures the arithmetic.
-
-    On a small shared machine a multi-threaded matrix product can wait milliseconds for its
-    threads to wake, which would swamp the time of a small attention call.
-    """
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
 
 
 class CpuClock:

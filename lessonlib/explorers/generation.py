@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from lessonlib._machine import one_blas_thread
 from lessonlib.plots import bars, new_figure
 from lessonlib.training import POSITIONS
 from lessonlib.training import lm_catalog as catalog
-from lessonlib.training.loop import one_blas_thread
 from lessonlib.training.text import load
 
 TOP = 10  # characters shown in the figure

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from lessonlib._machine import one_blas_thread
 from lessonlib.training.lm import CharModel, Plugs
-from lessonlib.training.loop import one_blas_thread, train
+from lessonlib.training.loop import train
 from lessonlib.training.model import POSITIONS
 from lessonlib.training.sampling import generate
 from lessonlib.training.text import TextWindows, baselines, load

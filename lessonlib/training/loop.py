@@ -12,17 +12,10 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
+from lessonlib._machine import one_blas_thread
 from lessonlib.training.model import AttentionModel
 from lessonlib.training.tasks import check_task
-
-_BLAS = ThreadpoolController()
-
-
-def one_blas_thread():
-    """A context in which BLAS runs on one thread: these matrices are tiny, and BLAS threads only wait."""
-    return _BLAS.limit(limits=1, user_api="blas")
 
 
 class TrainingDiverged(FloatingPointError):
