@@ -38,6 +38,9 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's lessonlib, installed or not
+sys.path.insert(0, str(ROOT / "tests"))  # the test helpers: memory read as the tests read it
+
+from helpers.measure import memory_kb  # noqa: E402
 
 from lessonlib.grading.notebooks import course_notebooks  # noqa: E402
 
@@ -100,20 +103,6 @@ def alive(pid: int, start: str) -> bool:
     except OSError:
         return False
     return fields[19] == start and fields[0] != "Z"
-
-
-def memory_kb(pid: int) -> int:
-    """Memory a process holds of its own: anonymous and shared-memory pages (a shared library's pages
-    stay cached for every process that maps them). Proportional shares where readable, else resident."""
-    for name, keys in (("smaps_rollup", ("Pss_Anon:", "Pss_Shmem:")), ("status", ("RssAnon:", "RssShmem:"))):
-        try:
-            with open(f"/proc/{pid}/{name}") as f:
-                found = [int(line.split()[1]) for line in f if line.startswith(keys)]
-        except OSError:
-            continue
-        if len(found) == 2:
-            return sum(found)
-    return 0
 
 
 def grade_command(subs: Path, out: Path, args: argparse.Namespace) -> list[str]:

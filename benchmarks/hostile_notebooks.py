@@ -28,19 +28,13 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the test helpers: peak memory measured as the tests measure it
+
+from helpers.measure import MEASURED  # noqa: E402
+
 SOLUTIONS = ROOT / "solutions"
 MB = 2**20
 LIMIT = 32 * MB  # lessonlib.grading.notebooks.MAX_NOTEBOOK_BYTES
-
-MEASURED = ("import atexit, sys\n"
-            "def peak():\n"
-            "    with open('/proc/self/status') as f:\n"
-            "        kb = next(int(line.split()[1]) for line in f if line.startswith('VmHWM:'))\n"
-            "    print('PEAK', kb, file=sys.stderr)\n"
-            "atexit.register(peak)\n"
-            "from lessonlib.cli import main\n"
-            "sys.exit(main(sys.argv[1:]))\n")
-
 
 def _load(name: str) -> dict:
     return json.loads((SOLUTIONS / name).read_text())

@@ -43,6 +43,9 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's lessonlib, installed or not
+sys.path.insert(0, str(ROOT / "tests"))  # the test helpers: the same generated notebooks as the tests
+
+from helpers.notebook_shapes import answer_cell, chain, fan_in, independent, many_cells, same_name  # noqa: E402
 
 from lessonlib.exercises import cells as cells_module  # noqa: E402
 from lessonlib.grading import notebooks  # noqa: E402
@@ -55,35 +58,6 @@ MAX_STATEMENTS = getattr(cells_module, "MAX_STATEMENTS", None)  # None before th
 MAX_CODE_CHARS = getattr(cells_module, "MAX_CODE_CHARS", None)
 
 
-def _answer(expression: str) -> str:
-    return f"def masked_softmax(scores, allowed):\n    return {expression}"
-
-
-def same_name(n: int) -> tuple[list[str], str]:
-    return ["\n".join(["x = 1"] * n)], _answer("x")
-
-
-def independent(n: int) -> tuple[list[str], str]:
-    return ["\n".join(f"v{i} = {i}" for i in range(n))], _answer(f"v{n - 1}")
-
-
-def chain(n: int) -> tuple[list[str], str]:
-    lines = ["c0 = g(1)"] + [f"c{i} = g(c{i - 1})" for i in range(1, n)]  # two operators a line: under the cap
-    return ["def g(x):\n    return x", "\n".join(lines)], _answer(f"c{n - 1}")
-
-
-def many_cells(n: int) -> tuple[list[str], str]:
-    return [f"k{i} = np.sqrt({i})" for i in range(n)], _answer(f"k{n - 1}")
-
-
-def fan_in(n: int) -> tuple[list[str], str]:
-    half = n // 2
-    values = "\n".join(f"f{i} = np.sqrt({i})" for i in range(half))
-    helper = "def helper():\n    return (" + ", ".join(f"f{i}" for i in range(half)) + ",)"
-    changes = "T = []\n" + "\n".join(f"T.append({i})" for i in range(n - half))
-    return [values, helper, changes], _answer("helper() + tuple(T)")
-
-
 def dense(n: int) -> tuple[list[str], str]:
     """A chain of ``n`` lines, each padded with arguments to fill the code-size cap: the most syntax
     nodes per character (two characters per name), every statement reached from the answer."""
@@ -91,7 +65,7 @@ def dense(n: int) -> tuple[list[str], str]:
     width = max(1, room // max(n, 1) - 16) // 3
     pad = ", a" * width
     lines = ["a = 1", "d0 = g(1)"] + [f"d{i} = g(d{i - 1}{pad})" for i in range(1, n - 1)]
-    return ["def g(*x):\n    return x", "\n".join(lines)], _answer(f"d{n - 2}")
+    return ["def g(*x):\n    return x", "\n".join(lines)], answer_cell(f"d{n - 2}")
 
 
 CASES: dict[str, Callable[[int], tuple[list[str], str]]] = {
@@ -118,7 +92,7 @@ def write_byte_cap_case(folder: Path) -> Path:
     count = (notebooks.MAX_NOTEBOOK_BYTES - 2**20) // (per_cell * 7 // 6 + 200)  # "\n" is two bytes in JSON
     source = ("x = 1\n" * (per_cell // 6)).rstrip("\n")
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for _ in range(count)] + [nbformat.v4.new_code_cell(_answer("x"))]
+    nb.cells = [nbformat.v4.new_code_cell(source) for _ in range(count)] + [nbformat.v4.new_code_cell(answer_cell("x"))]
     path = folder / "byte_cap.ipynb"
     path.write_text(json.dumps(nb), encoding="utf-8")
     return path

@@ -22,6 +22,7 @@ import nbformat
 import pytest
 from helpers.grading import load, run_cli
 from helpers.markdown_view import shown
+from helpers.notebook_shapes import answer_cell, chain, fan_in, many_cells, same_name
 from helpers.submissions import ANSWER_CELLS, SOLUTIONS, masking, notebook, write_learner
 
 from lessonlib import cli
@@ -48,36 +49,10 @@ MASKING = next(c for c in COURSES if c.name == "02_masking.ipynb")
 INTERPRETATION = next(c for c in COURSES if c.manual)
 
 
-def _answer(expression: str) -> str:
-    return f"def masked_softmax(scores, allowed):\n    return {expression}"
-
-
 # --- row 2: planning is linear and bounded ---------------------------------------------------------
 
-# Generated worst cases (as in benchmarks/planning.py): helper cells and the answer that reads them.
-def _same_name(n: int) -> tuple[list[str], str]:
-    return ["\n".join(["x = 1"] * n)], _answer("x")
-
-
-def _chain(n: int) -> tuple[list[str], str]:
-    lines = ["c0 = g(1)"] + [f"c{i} = g(c{i - 1})" for i in range(1, n)]
-    return ["def g(x):\n    return x", "\n".join(lines)], _answer(f"c{n - 1}")
-
-
-def _many_cells(n: int) -> tuple[list[str], str]:
-    return [f"k{i} = np.sqrt({i})" for i in range(n)], _answer(f"k{n - 1}")
-
-
-def _fan_in(n: int) -> tuple[list[str], str]:
-    half = n // 2
-    values = "\n".join(f"f{i} = np.sqrt({i})" for i in range(half))
-    helper = "def helper():\n    return (" + ", ".join(f"f{i}" for i in range(half)) + ",)"
-    changes = "T = []\n" + "\n".join(f"T.append({i})" for i in range(n - half))
-    return [values, helper, changes], _answer("helper() + tuple(T)")
-
-
 SHAPES: dict[str, Callable[[int], tuple[list[str], str]]] = {
-    "same name": _same_name, "chain": _chain, "many cells": _many_cells, "fan-in": _fan_in,
+    "same name": same_name, "chain": chain, "many cells": many_cells, "fan-in": fan_in,
 }
 
 
@@ -149,7 +124,7 @@ def test_the_slicer_keeps_exactly_what_the_answer_reaches(seed: int) -> None:
             sources.append(f"def h_{target}():\n    return ({', '.join(read + ['0'])},)")
             statements.append(({f"h_{target}"}, set(), set(read), True))
     cells_ = ["def f(*a):\n    return a"] + sources
-    answer = _answer(f"({', '.join(rng.sample(names, 2))}, h_{rng.choice(names)}())")
+    answer = answer_cell(f"({', '.join(rng.sample(names, 2))}, h_{rng.choice(names)}())")
     cut = slice_cells(cells_ + [answer], len(cells_), "masked_softmax")
     expected = {k + 1 for k in _reference(statements, cells.uses(answer) - {"masked_softmax"})} | {0}
     assert {i for i in cut.kept if i != len(cells_)} == expected
@@ -170,9 +145,9 @@ def _statements_in(tmp_path: Path) -> int:
 
 
 def test_a_notebook_at_the_statement_cap_is_planned(tmp_path: Path) -> None:
-    _planned(tmp_path, *_chain(10))
+    _planned(tmp_path, *chain(10))
     n = 10 + MAX_STATEMENTS - _statements_in(tmp_path)  # the notebook's own code counts too
-    plans = {p.exercise: p for p in _planned(tmp_path, *_chain(n))}
+    plans = {p.exercise: p for p in _planned(tmp_path, *chain(n))}
     assert _statements_in(tmp_path) == MAX_STATEMENTS
     plan = plans["masked_softmax"]
     assert plan.status is None and not plan.notes
@@ -181,7 +156,7 @@ def test_a_notebook_at_the_statement_cap_is_planned(tmp_path: Path) -> None:
 
 
 def test_a_notebook_over_the_statement_cap_is_refused_before_any_parsing(tmp_path: Path, monkeypatch) -> None:
-    _planned(tmp_path, *_chain(10))
+    _planned(tmp_path, *chain(10))
     n = 11 + MAX_STATEMENTS - _statements_in(tmp_path)
 
     def no_parsing(*args: object, **kwargs: object) -> None:
@@ -189,7 +164,7 @@ def test_a_notebook_over_the_statement_cap_is_refused_before_any_parsing(tmp_pat
 
     monkeypatch.setattr(notebooks, "parse_cell", no_parsing)  # code_cells parses there
     monkeypatch.setattr(cells, "parse", no_parsing)
-    plans = _planned(tmp_path, *_chain(n))
+    plans = _planned(tmp_path, *chain(n))
     assert {p.status for p in plans} == {"too_long"}
     reason = plans[0].reason
     assert f"{MAX_STATEMENTS + 1:,} lines of code" in reason and f"at most {MAX_STATEMENTS:,}" in reason
@@ -198,7 +173,7 @@ def test_a_notebook_over_the_statement_cap_is_refused_before_any_parsing(tmp_pat
 
 def test_a_notebook_with_too_many_characters_of_code_is_refused(tmp_path: Path) -> None:
     long_line = "data = [" + ", ".join(["1.0"] * (MAX_CODE_CHARS // 5)) + "]"  # one line, few statements
-    plans = _planned(tmp_path, [long_line], _answer("data"))
+    plans = _planned(tmp_path, [long_line], answer_cell("data"))
     assert {p.status for p in plans} == {"too_long"}
     assert "characters of code" in plans[0].reason and f"at most {MAX_CODE_CHARS:,}" in plans[0].reason
 

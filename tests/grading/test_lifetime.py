@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.measure import memory_kb
 from helpers.submissions import masking, write_learner
 
 from lessonlib.grading.isolation import cgroups, sandbox, wire, workers
@@ -171,20 +172,6 @@ def test_no_sandbox_process_outlives_the_grader(tmp_path: Path, level: str, how:
 
 
 SAMPLING_SLACK_MB = 16  # what reading the processes one by one may count twice (the bound is 832 MB)
-
-
-def memory_kb(pid: int) -> int:
-    """Memory a process holds of its own: anonymous and shared-memory pages (a shared library's pages
-    stay cached for every process that maps them). Proportional shares where readable, else resident."""
-    for name, keys in (("smaps_rollup", ("Pss_Anon:", "Pss_Shmem:")), ("status", ("RssAnon:", "RssShmem:"))):
-        try:
-            with open(f"/proc/{pid}/{name}") as f:
-                found = [int(line.split()[1]) for line in f if line.startswith(keys)]
-        except OSError:
-            continue
-        if len(found) == 2:
-            return sum(found)
-    return 0
 
 
 @pytest.mark.parametrize("level", ["bubblewrap", "limits"])

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from helpers.grading import MEMORY_MB, TIMEOUT, load
+from helpers.measure import MEASURED
 from helpers.submissions import SOLUTIONS, correct_learner, notebook, write_learner
 
 from lessonlib.exercises import EXERCISES
@@ -26,20 +27,6 @@ from lessonlib.grading.notebooks import MAX_CELL_ID_CHARS, MAX_JSON_VALUES, MAX_
 
 PEAK_LIMIT_MB = 300  # about 80-210 MB here; 2,088 MB before sizes were checked ahead of reading
 MB = 2**20
-
-# Report the process's own peak resident memory (kB) when it exits, then run the command line. The
-# peak is VmHWM, the high-water mark of this process's own memory: getrusage's ru_maxrss would not
-# do, since Linux carries it across execve, so it also holds the parent's size at the fork (the
-# pytest process, several hundred MB late in a full run).
-MEASURED = ("import atexit, sys\n"
-            "def peak():\n"
-            "    with open('/proc/self/status') as f:\n"
-            "        kb = next(int(line.split()[1]) for line in f if line.startswith('VmHWM:'))\n"
-            "    print('PEAK', kb, file=sys.stderr)\n"
-            "atexit.register(peak)\n"
-            "from lessonlib.cli import main\n"
-            "sys.exit(main(sys.argv[1:]))\n")
-
 
 def _solution(name: str) -> dict:
     return json.loads((SOLUTIONS / name).read_text())
