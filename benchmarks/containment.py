@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's lessonlib, installed or not
 sys.path.insert(0, str(ROOT / "tests"))  # the test helpers: memory read as the tests read it
 
-from helpers.measure import memory_kb  # noqa: E402
+from helpers.measure import alive, descendants, memory_kb  # noqa: E402
 
 from lessonlib.grading.notebooks import course_notebooks  # noqa: E402
 
@@ -71,38 +71,6 @@ def learner(folder: Path, children: int, mb: int) -> None:
             cell.source = ANSWER.format(children=children, mb=mb).strip()
     folder.mkdir(parents=True)
     nbformat.write(nb, folder / course.name)
-
-
-def descendants(root: int) -> dict[int, str]:
-    """Processes descending from ``root`` (not ``root`` itself): pid -> start time."""
-    parents: dict[int, int] = {}
-    starts: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents[int(entry)], starts[int(entry)] = int(fields[1]), fields[19]
-    found: dict[int, str] = {}
-    frontier = [root]
-    while frontier:
-        pid = frontier.pop()
-        for child, parent in parents.items():
-            if parent == pid and child not in found:
-                found[child] = starts[child]
-                frontier.append(child)
-    return found
-
-
-def alive(pid: int, start: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[19] == start and fields[0] != "Z"
 
 
 def grade_command(subs: Path, out: Path, args: argparse.Namespace) -> list[str]:

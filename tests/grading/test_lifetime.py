@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.measure import memory_kb
+from helpers.measure import alive, descendants, memory_kb, process_table
 from helpers.submissions import masking, write_learner
 
 from lessonlib.grading.isolation import cgroups, sandbox, wire, workers
@@ -82,43 +82,6 @@ def _level(level: str, *, graded: bool = True) -> list[str]:
 def _command(subs: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "lessonlib.cli", "grade", str(subs), "--out", str(out), "--quiet",
             "--timeout", str(TIMEOUT), "--memory", str(MEMORY_MB), *extra]
-
-
-def _table() -> dict[int, tuple[int, str]]:
-    """Every process now: pid -> (parent pid, start time)."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            table[int(entry)] = (int(fields[1]), fields[19])
-    return table
-
-
-def descendants(root: int) -> dict[int, str]:
-    """Processes below ``root``: pid -> start time (a pid alone could be reused by then)."""
-    table = _table()
-    found: dict[int, str] = {}
-    frontier = [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, start) in table.items():
-            if ppid == parent and pid not in found:
-                found[pid] = start
-                frontier.append(pid)
-    return found
-
-
-def alive(pid: int, start: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[19] == start and fields[0] != "Z"
 
 
 def _forks_allowed() -> bool:
@@ -335,7 +298,7 @@ def test_a_worker_whose_lifeline_breaks_ends_what_it_started(tmp_path: Path) -> 
         while b'"started"' not in (job_dir / sandbox.OUT_FILE).read_bytes() and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)
-        seen = descendants(worker.process.pid) | {worker.process.pid: _table()[worker.process.pid][1]}
+        seen = descendants(worker.process.pid) | {worker.process.pid: process_table()[worker.process.pid][1]}
         assert len(seen) == 3, seen  # the worker, its keeper and the exercise's process
         worker.lifeline.close()  # what the kernel does when the grader dies
         assert worker.process.wait(timeout=5) == 75

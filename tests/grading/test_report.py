@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 import re
 import time
-from html.parser import HTMLParser
 from pathlib import Path
 
+from helpers.report_pages import Page
 from helpers.submissions import WRONG_PADDING, masking, write_learner
 
 from lessonlib import cli
@@ -65,25 +65,6 @@ def _class() -> list[r.LearnerResult]:
     ]
 
 
-class _Page(HTMLParser):
-    """The tags, attributes and text of a page, to check what it holds without regexes on markup."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict]] = []
-        self.text: list[str] = []
-        self.feed(text)
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
-
-    def all(self, tag: str) -> list[dict]:
-        return [attrs for t, attrs in self.tags if t == tag]
-
-
 def _section(page: str, exercise: str) -> str:
     """The part of the page about one exercise: from its heading to the next h2 or h3."""
     start = page.index(f"<h3>{exercise} (")
@@ -135,7 +116,7 @@ def test_the_page_lists_counts_sections_and_names_in_order() -> None:
 def test_learner_names_are_escaped_and_the_page_renders_alone() -> None:
     page = class_report_html(_class())
     assert "<script" not in page.lower() and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; Zoë" in page
-    parsed = _Page(page)
+    parsed = Page(page)
     assert not parsed.all("link") and not parsed.all("script") and not parsed.all("iframe")
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
     assert "url(" not in page and "@import" not in page
