@@ -11,6 +11,7 @@ the grader: it stands on them.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imported(path: Path) -> set[str]:
+@functools.cache
+def _imported(path: Path) -> frozenset[str]:
     """Every lessonlib module ``path`` names in an import, relative ones resolved (a name imported
     from a package counts as its module when there is one)."""
     package = _module(path).split(".")
@@ -51,7 +53,7 @@ def _imported(path: Path) -> set[str]:
                 if node.level else node.module or ""
             names.add(base)
             names.update(f"{base}.{a.name}" for a in node.names)
-    return {n for n in names if n.startswith("lessonlib") and _exists(n)}
+    return frozenset(n for n in names if n.startswith("lessonlib") and _exists(n))
 
 
 def _exists(module: str) -> bool:
@@ -65,6 +67,7 @@ def _room(module: str) -> str | None:
     return parts[2] if parts[:2] == ["lessonlib", "grading"] and len(parts) > 2 else None
 
 
+@functools.cache
 def arrows() -> dict[tuple[str, str], list[str]]:
     """(from room, to room) -> the imports that make that arrow, as "module imports module"."""
     found: dict[tuple[str, str], list[str]] = defaultdict(list)
