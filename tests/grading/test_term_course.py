@@ -110,11 +110,11 @@ def _notebook(week: int, person: Person, score: str = "hash") -> bytes:
     return json.dumps(nb, indent=1).encode()
 
 
-def fast_grade_learner(batch_: object, learner: object, fingerprint: str, *, solo: bool = False) -> r.LearnerResult:
+def fast_grade_learner(batch_: object, learner: object, fingerprint: str) -> r.LearnerResult:
     """A deterministic stand-in for ``batch.grade_learner``: each exercise's points from the notebook's bytes
     (the learners in ``REAL`` are graded for real)."""
     if any(b'"score": "real"' in path.read_bytes() for path in learner.files.values()):  # type: ignore[attr-defined]
-        return REAL_GRADE_LEARNER(batch_, learner, fingerprint, solo=solo)  # type: ignore[arg-type]
+        return REAL_GRADE_LEARNER(batch_, learner, fingerprint)  # type: ignore[arg-type]
     grades: list[r.ExerciseGrade] = []
     for course in batch_.courses:  # type: ignore[attr-defined]
         path = learner.files.get(course.name)  # type: ignore[attr-defined]
