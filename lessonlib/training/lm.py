@@ -87,14 +87,60 @@ class Plugs:
 
 @dataclass
 class KVCache:
-    """Keys and values of every position seen so far, per block: (B, H, S, d_h) each."""
+    """Keys and values of every position seen so far, per block, in buffers allocated ahead.
 
-    keys: list[np.ndarray] = field(default_factory=list)
-    values: list[np.ndarray] = field(default_factory=list)
+    Block l keeps a keys buffer and a values buffer of shape (B, H, capacity, d_h); rows
+    0 .. length - 1 hold the text so far and the rows after them are not written yet. A decoding
+    step writes its new rows in place, so it costs the new rows, not a copy of the whole cache.
+    When a text outgrows ``capacity``, the buffers are copied once into buffers twice as long.
+    """
+
+    capacity: int = 0
+    length: int = 0
+    key_buffers: list[np.ndarray] = field(default_factory=list)
+    value_buffers: list[np.ndarray] = field(default_factory=list)
 
     @property
-    def length(self) -> int:
-        return 0 if not self.keys else self.keys[0].shape[2]
+    def keys(self) -> list[np.ndarray]:
+        """Each block's keys of the text so far: (B, H, length, d_h) views of the buffers."""
+        return [buffer[:, :, :self.length] for buffer in self.key_buffers]
+
+    @property
+    def values(self) -> list[np.ndarray]:
+        """Each block's values of the text so far: (B, H, length, d_h) views of the buffers."""
+        return [buffer[:, :, :self.length] for buffer in self.value_buffers]
+
+    @property
+    def batch(self) -> int | None:
+        """How many sequences the cache holds (None before the first write)."""
+        return self.key_buffers[0].shape[0] if self.key_buffers else None
+
+    def write(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Write block ``layer``'s new keys and values (B, H, n, d_h) at rows length .. length + n - 1.
+
+        Returns that block's keys and values of the whole text, (B, H, length + n, d_h) views. The
+        caller advances ``length`` once every block has written (:meth:`CharModel.extend` does).
+        """
+        end = self.length + k.shape[2]
+        if end > self.capacity:
+            self._grow(max(end, 2 * self.capacity))
+        if layer == len(self.key_buffers):
+            shape = k.shape[:2] + (self.capacity, k.shape[3])  # (B, H, capacity, d_h)
+            self.key_buffers.append(np.empty(shape, dtype=k.dtype))
+            self.value_buffers.append(np.empty(shape, dtype=v.dtype))
+        keys, values = self.key_buffers[layer], self.value_buffers[layer]
+        keys[:, :, self.length:end] = k
+        values[:, :, self.length:end] = v
+        return keys[:, :, :end], values[:, :, :end]
+
+    def _grow(self, capacity: int) -> None:
+        """Copy the rows written so far into buffers of ``capacity`` rows."""
+        for buffers in (self.key_buffers, self.value_buffers):
+            for i, old in enumerate(buffers):
+                new = np.empty(old.shape[:2] + (capacity, old.shape[3]), dtype=old.dtype)  # (B, H, C, d_h)
+                new[:, :, :self.length] = old[:, :, :self.length]
+                buffers[i] = new
+        self.capacity = capacity
 
 
 def _attention_output(result: object) -> np.ndarray:
@@ -272,12 +318,7 @@ class CharModel:
                     q = np.asarray(plugs.position(q, positions), dtype=dt)  # (B, H, L, d_h), rotated by position
                     k = np.asarray(plugs.position(k, positions), dtype=dt)  # (B, H, L, d_h)
             if past is not None:
-                if layer < len(past.keys):
-                    past.keys[layer] = k = np.concatenate([past.keys[layer], k], axis=2)  # (B, H, S, d_h)
-                    past.values[layer] = v = np.concatenate([past.values[layer], v], axis=2)  # (B, H, S, d_h)
-                else:
-                    past.keys.append(k)
-                    past.values.append(v)
+                k, v = past.write(layer, k, v)  # (B, H, S, d_h) each: the text so far, new rows last
             bias = self._bias(layer, n_new, n_keys, plugs)
             if plugs.attention is not None:
                 if bias is not None:
@@ -308,6 +349,8 @@ class CharModel:
             x = h @ p[n + "w2"]  # (B, L, d)
             x += p[n + "c2"]
             x += x_mid  # residual
+        if past is not None:
+            past.length = n_keys
         y, xhatf, rstdf = layer_norm(x, p["lnf_g"], p["lnf_b"])  # (B, L, d)
         if keep is not None:
             keep.append((xhatf, rstdf, y))
@@ -325,10 +368,16 @@ class CharModel:
 
     # --- decoding with a key/value cache --------------------------------------------------------
 
-    def prefill(self, tokens: np.ndarray, *, plugs: Plugs | None = None) -> tuple[np.ndarray, KVCache]:
-        """(logits (B, L, V), cache) of a prompt: the cache holds every block's keys and values."""
-        cache = KVCache()
-        return self._run(self.check_tokens(tokens), cache, plugs or Plugs(), None), cache
+    def prefill(self, tokens: np.ndarray, *, plugs: Plugs | None = None,
+                capacity: int | None = None) -> tuple[np.ndarray, KVCache]:
+        """(logits (B, L, V), cache) of a prompt: the cache holds every block's keys and values.
+
+        The cache's buffers have room for ``capacity`` positions (default: the model's
+        ``max_length``, or the prompt's length if longer); a longer text doubles them.
+        """
+        tokens = self.check_tokens(tokens)
+        cache = KVCache(capacity=max(capacity or self.max_length, tokens.shape[1]))
+        return self._run(tokens, cache, plugs or Plugs(), None), cache
 
     def extend(self, cache: KVCache, tokens: np.ndarray, *, plugs: Plugs | None = None) -> np.ndarray:
         """Logits (B, n, V) of ``n`` new tokens after those in ``cache``, which grows by them.
@@ -337,8 +386,8 @@ class CharModel:
         logits as a full recomputation of the whole text, for the work of the new rows only.
         """
         tokens = self.check_tokens(tokens, start=cache.length)
-        if cache.keys and cache.keys[0].shape[0] != tokens.shape[0]:
-            raise ValueError(f"the cache holds {cache.keys[0].shape[0]} sequences but {tokens.shape[0]} were given")
+        if cache.batch is not None and cache.batch != tokens.shape[0]:
+            raise ValueError(f"the cache holds {cache.batch} sequences but {tokens.shape[0]} were given")
         return self._run(tokens, cache, plugs or Plugs(), None)
 
     # --- loss and backward -------------------------------------------------------------------
