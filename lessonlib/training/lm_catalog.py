@@ -236,7 +236,8 @@ def main(argv: list[str] | None = None) -> None:
             seconds = time.perf_counter() - start
             model.save(path(position), dtype=STORED_DTYPE)
             _stored.cache_clear()
-            entry.update({"train_seconds": round(seconds, 1), "final_train_loss": round(float(np.mean(losses[-50:])), 4),
+            entry.update({"train_seconds": round(seconds, 1),
+                          "final_train_loss": round(float(np.mean(losses[-50:])), 4),
                           "kilobytes": round(path(position).stat().st_size / 1024, 1)})
         entry.update(measure(position))
         shown = ", ".join(f"{k}: {'beyond the table' if v is None else f'{v:.3f}'}"
