@@ -20,7 +20,7 @@ from lessonlib.exercises.results import (
     Diagnosis,
     FailedCase,
 )
-from lessonlib.exercises.runner import NOT_IMPLEMENTED, RAISED, RETURNED, Outcome, run_case
+from lessonlib.exercises.runner import NOT_IMPLEMENTED, RAISED, RETURNED, Outcome, changed_arguments, run_case
 from lessonlib.exercises.sections import SECTIONS
 from lessonlib.exercises.spec import Case, Exercise, Record
 
@@ -49,10 +49,27 @@ def _failure(exercise: Exercise, case: Case, outcome: Outcome, expected: object)
     if outcome.value is None:
         return FailedCase(case.id, case.description, "wrong_type", want, "no value came back", "")
     mismatch = exercise.output.compare(outcome.value, expected)
+    changed = [i for i in changed_arguments(outcome) if i not in exercise.may_change]
+    if changed:
+        return _changed_inputs(exercise, case, changed, mismatch, want)
     if mismatch is None:
         return None
     return FailedCase(case.id, case.description, mismatch.reason, mismatch.expected, mismatch.got,
                       mismatch.detail)
+
+
+def _changed_inputs(exercise: Exercise, case: Case, changed: list[int], mismatch, want: str) -> FailedCase:
+    """A case failed because the answer wrote into arrays it was given: the caller's data changed."""
+    names = exercise.parameters
+    named = ", ".join(f"`{names[i]}`" if i < len(names) else f"argument {i + 1}" for i in changed)
+    value = ("Its returned value is right." if mismatch is None
+             else f"Its returned value is wrong too: {mismatch.detail}")
+    return FailedCase(
+        case.id, case.description, "changed_input", want if mismatch is None else mismatch.expected,
+        f"it changed {named} in place" if mismatch is None else mismatch.got,
+        f"The answer wrote into {named}, an array it was given: whoever called it now holds other numbers "
+        f"than they passed in. Work on a copy (x = x.copy()) or build a new array (np.where, x / s instead "
+        f"of x /= s). {value}")
 
 
 def _records(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]) -> list[Record]:
