@@ -21,6 +21,7 @@ from lessonlib.exercises.spec import (
     matches_model,
     numbered,
     shows,
+    wrong_only_on,
 )
 from lessonlib.exercises.spec import matches_model as _matches
 from lessonlib.masks import causal_mask as _reference_causal_mask
@@ -829,17 +830,6 @@ def _whole_output_compared(records: Sequence[Record]) -> list[str]:
         r.got is True for r in records if "one-step" in r.case.tags) else []
 
 
-def _faint_called_causal(records: Sequence[Record]) -> list[str]:
-    """Every layer right but the faint leaks, all called causal: their earlier outputs move by about
-    1e-3, which a tolerance of that size or larger hides."""
-    faint = [r for r in records if "faint" in r.case.tags]
-    if not faint or any(r.got is not False for r in faint):
-        return []
-    if not all(r.passed for r in records if "faint" not in r.case.tags):
-        return []
-    return [r.case.id for r in faint]
-
-
 def _causal_cache_called_leaky(records: Sequence[Record]) -> list[str]:
     """Right on every layer that returns every position, and calls causal cache steps leaky,
     one without rounding noise among them (an exact comparison calls only the noisy one leaky)."""
@@ -936,7 +926,7 @@ LEAKS_FUTURE = Exercise(
             "tolerance is as large as that. A leak of any size breaks causality; rounding moves "
             "outputs by about 1e-16, so a tolerance only has to be above that.",
             "Compare with np.allclose's defaults, or np.abs(a - b).max() > 1e-9.",
-            "causality-test", _faint_called_causal,
+            "causality-test", wrong_only_on("faint", False),
         ),
         DiagnosisSpec(
             "exact_float_equality", "Outputs compared for exact equality",

@@ -20,6 +20,7 @@ from lessonlib.exercises.spec import (
     numbered,
     shows,
     shows_on_every,
+    wrong_only_on,
 )
 from lessonlib.position import rope as _reference_rope
 from lessonlib.position import sinusoidal_positions as _reference_sinusoidal
@@ -320,17 +321,6 @@ def _reversal_only(records: Sequence[Record]) -> list[str]:
     return [r.case.id for r in distance]
 
 
-def _faint_called_blind(records: Sequence[Record]) -> list[str]:
-    """Every layer right but the faint ones, all called order-blind: their outputs move by about
-    1e-3 after a permutation, which a tolerance of that size or larger hides."""
-    faint = [r for r in records if "faint" in r.case.tags]
-    if not faint or any(r.got is not False for r in faint):
-        return []
-    if not all(r.passed for r in records if "faint" not in r.case.tags):
-        return []
-    return [r.case.id for r in faint]
-
-
 def _all_called_blind(records: Sequence[Record]) -> list[str]:
     """Every layer called order-blind, those with a position or a mask included: what reordering the
     sequences of the batch (axis 0) gives, since a layer treats each sequence on its own."""
@@ -417,7 +407,7 @@ IS_ORDER_SENSITIVE = Exercise(
             "to be above rounding, not above every effect too small to matter to you.",
             "Compare with np.allclose's defaults (or a tolerance near 1e-9): np.allclose(layer(x[:, p]), "
             "layer(x)[:, p]).",
-            "permutation", _faint_called_blind,
+            "permutation", wrong_only_on("faint", False),
         ),
     ),
     stub_hint="does reordering the tokens change more than the order of the outputs?",

@@ -419,6 +419,21 @@ def fails_only_on(tag: str) -> DetectFn:
     return detect
 
 
+def wrong_only_on(tag: str, answer: object) -> DetectFn:
+    """Detect an answer right on every case but those tagged ``tag``, where it returned ``answer`` on
+    every one (a tolerance that hides the faint effect those cases carry, say)."""
+
+    def detect(records: Sequence[Record]) -> list[str]:
+        tagged = [r for r in records if tag in r.case.tags]
+        if not tagged or any(r.got is not answer for r in tagged):
+            return []
+        if not all(r.passed for r in records if tag not in r.case.tags):
+            return []
+        return [r.case.id for r in tagged]
+
+    return detect
+
+
 def _candidates(records: Sequence[Record], tags: frozenset[str] | None) -> list[Record]:
     return [
         r for r in records
