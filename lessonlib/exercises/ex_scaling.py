@@ -265,12 +265,7 @@ Q1_CONTEXT = Exercise(
 )
 
 
-# --- heads_by_slices: multi-head attention as separate heads on column slices --------------------
-
-
-def _softmax_last(s: np.ndarray) -> np.ndarray:
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+# --- heads_by_slices: multi-head attention, every head at once, head h on its block of columns ------
 
 
 def _heads(x, w_q, w_k, w_v, w_o, n_heads, *, columns="blocks", join=None, scale_width="head", project=True,
