@@ -119,7 +119,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
 
     settings = GradeSettings(out=Path(args.out), timeout=args.timeout, memory_mb=args.memory,
                              workers=args.workers, seed=args.seed, isolation=args.isolation,
-                             notebooks=args.notebooks, timezone=args.timezone)
+                             notebooks=args.notebooks, timezone=args.timezone, gradebook=args.gradebook)
     try:
         settings.zone()
         check_submissions(args.submissions)
@@ -300,8 +300,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction) -> None:
                        help="seed of the hidden cases (default: a secret one drawn at random when the output "
                             "folder is first graded, and kept there for every later run)")
     grade.add_argument("--isolation", default="auto", choices=["auto", *LEVELS],
-                       help="bubblewrap: a sandbox (needs bwrap); limits: resource limits only, with a warning "
-                            "(default auto: bubblewrap where a trial sandbox works, else limits)")
+                       help="bubblewrap: a sandbox (needs bwrap); limits: resource limits only, with a warning, "
+                            "for root alone (learner code runs as nobody) (default auto: bubblewrap where a trial "
+                            "sandbox works, else limits)")
     grade.add_argument("--roster", type=Path, metavar="FILE",
                        help="a Canvas gradebook export or a Moodle grading worksheet: write DIR/lms-import.csv "
                             "in the same format, for the LMS to import")

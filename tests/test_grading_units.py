@@ -419,6 +419,9 @@ def test_the_worker_loads_nothing_of_lessonlib(path: Path) -> None:
 
 
 def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root, level limits runs learner code as nobody, with a warning that says what it can reach;
+    an ordinary user's learner code would run as the owner of the output folder, so the level is
+    refused in one line that says which level to use instead."""
     monkeypatch.setattr(sandbox, "bwrap", lambda: None)
     (tmp_path / "course" / "week3").mkdir(parents=True)  # the course folder of an installed package: the cwd
     (tmp_path / "course" / "week3" / "notes.md").write_text("the instructor's notes\n")
@@ -426,21 +429,33 @@ def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeyp
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / ".profile").write_text("export SECRET=1\n")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    out = tmp_path / "out"
+    out.mkdir(mode=0o700)
     if why := sandbox.python_refused_to_nobody():  # root, with a Python nobody cannot start: no level at all
         with pytest.raises(sandbox.IsolationError, match="learner code runs as nobody, who cannot start this Python"):
-            probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+            probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=out, submissions=[])
         pytest.skip(f"level limits is not available here: {why}")
-    isolation = probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+    if os.geteuid() != 0:
+        user = sandbox.user_name(os.getuid())
+        with pytest.raises(sandbox.IsolationError) as refused:
+            probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=out, submissions=[])
+        assert str(refused.value).startswith("no isolation level could be set up: bubblewrap: bwrap is not installed "
+                                             f"| limits: learner code would run as {user}, who can read the output "
+                                             "folder")
+        assert "Grade at level bubblewrap (install it: sudo apt install bubblewrap" in str(refused.value)
+        return
+    isolation = probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=out, submissions=[])
     assert isolation.level == "limits" and "bwrap is not installed" in isolation.reason
     assert isolation.warning.startswith("WARNING: learner code is NOT isolated")
-    for unprotected in ("solutions/", "the output folder", "network", "signal the grading process"):
-        assert unprotected in isolation.warning
+    for said in ("solutions/", "network", "the output folder and the gradebook are the grader's alone"):
+        assert said in isolation.warning
     assert isolation.verified["course_files_readable"] and isolation.verified["network"]  # the probe saw it
-    # root's learner code runs as nobody, which cannot enter a home folder of root's
-    assert isolation.verified["home_folder_readable"] is (os.geteuid() != 0)
-    assert isolation.verified["runs_as"] == ("nobody" if os.geteuid() == 0 else sandbox.user_name(os.getuid()))
+    # root's learner code runs as nobody, which cannot enter a home folder of root's, nor the output folder
+    assert not any(isolation.verified[k] for k in ("home_folder_readable", "output_folder_readable",
+                                                    "output_folder_writable", "can_signal_grader"))
+    assert isolation.verified["runs_as"] == "nobody"
     with pytest.raises(sandbox.IsolationError, match="bwrap is not installed"):
-        probe.choose_isolation("bubblewrap", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+        probe.choose_isolation("bubblewrap", LIMITS, work=tmp_path, out_dir=out, submissions=[])
 
 
 def test_a_python_environment_under_tmp_is_bound_over_the_sandbox_s_empty_tmp(monkeypatch) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import shutil
 import subprocess
 import threading
@@ -38,7 +37,7 @@ from typing import Any
 
 from lessonlib.exercises import EXERCISES, Case
 from lessonlib.grading import records as r
-from lessonlib.grading.files import atomic_write_json
+from lessonlib.grading.files import atomic_write_json, owner_only
 from lessonlib.grading.isolation import cgroups, probe, sandbox, workers
 from lessonlib.grading.lms.downloads import DownloadError, Unattributed, find_learners
 from lessonlib.grading.lms.submissions import Learner
@@ -54,6 +53,7 @@ from lessonlib.grading.run.notebooks import (
 )
 from lessonlib.grading.run.plans import ExercisePlan, plan_notebook
 from lessonlib.grading.run.results import TaskResult, read_results
+from lessonlib.grading.store.database import GRADEBOOK_FILE
 from lessonlib.grading.zones import zone_of
 
 
@@ -69,6 +69,7 @@ class GradeSettings:
     isolation: str = "auto"
     notebooks: tuple[str, ...] = ()  # the assignment: course notebook file names to grade; empty, all of them
     timezone: str | None = None  # the zone of the LMS's local times (zip entries, the worksheet); None: local
+    gradebook: Path | None = None  # the course gradebook; None: gradebook.db beside ``out``
 
     def zone(self) -> tzinfo | None:
         """The time zone ``timezone`` names (ValueError, saying what to give, for an unknown name)."""
@@ -118,19 +119,20 @@ class _Batch:
     running: dict[str, workers.Worker] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     containment: cgroups.Plan = field(default_factory=cgroups.Plan)  # a control group per worker, if any
+    gradebook: Path | None = None  # the course gradebook: the trial checks learner code cannot reach it
     numbers: itertools.count = field(default_factory=lambda: itertools.count(1))  # names the groups
 
 
 # --- set-up --------------------------------------------------------------------------------------
 
 
-def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) -> int:
+def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int, measured: int) -> int:
     allowance = 120 + n_tasks * 2 * (batch.limits.wall_seconds + 10)  # each task may be tried twice
     with batch.lock:
         if batch.stopping.is_set():
             raise Interrupted
         worker = workers.start_worker(job_dir, batch.isolation.level, batch.limits, protected=batch.protected,
-                                      plan=batch.containment, number=next(batch.numbers))
+                                      plan=batch.containment, number=next(batch.numbers), measured=measured)
         batch.running[learner.key] = worker
     try:
         worker.process.wait(timeout=allowance)
@@ -164,12 +166,13 @@ def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_d
             assert batch.isolation is not None
             job, arrays, secret, secret_arrays = jobs.prepare_job(
                 remaining, job_dir, level=batch.isolation.level, limits=batch.limits,
-                worker_count=batch.settings.workers, cases=batch.cases, solo=solo)
+                worker_count=batch.settings.workers, cases=batch.cases, solo=solo,
+                shared_folders=batch.isolation.verified.get("writable_folders") or ())
         else:  # a relaunch after the worker died: only what is left, in a fresh sandbox
             job["tasks"] = [t for t in job["tasks"] if t["key"] in {jobs.task_key(p) for p in remaining}]
         # it holds every case's inputs: 0600, not for learner code
         workers.write_job(job_dir, job, arrays, secrets=secret, secret_arrays=secret_arrays)
-        code = _run_worker(batch, learner, job_dir, len(remaining))
+        code = _run_worker(batch, learner, job_dir, len(remaining), workers.measured_children(job))
         report = read_results(job_dir, batch.limits)
         if batch.stopping.is_set():  # the instructor stopped the batch while it was read
             raise Interrupted
@@ -234,7 +237,9 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
     state = out / ".grading"
     for folder in (out, state, state / "work"):
         folder.mkdir(parents=True, exist_ok=True)
-    os.chmod(state, 0o700)  # the jobs hold every case's inputs: the grader's alone
+    # grades, hidden cases' descriptions, feedback, the marking key, the jobs with every case's inputs:
+    # the instructor's alone
+    owner_only(out)
     try:
         courses = assignment_courses(settings.notebooks)
     except ValueError as exc:
@@ -245,6 +250,7 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
         cases={name: ex.public_cases() + ex.hidden_cases(seed) for name, ex in EXERCISES.items()},
         submissions=resolved, protected=sandbox.protected_folders(out, resolved),
         seed_digest=hashlib.sha256(str(seed).encode()).hexdigest()[:16],
+        gradebook=Path(settings.gradebook or out.parent / GRADEBOOK_FILE).resolve(),
     )
 
 
@@ -321,7 +327,7 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
         try:
             batch.isolation = probe.choose_isolation(settings.isolation, batch.limits, work=batch.state / "trial",
                                                        out_dir=batch.out, submissions=batch.submissions,
-                                                       plan=batch.containment)
+                                                       plan=batch.containment, gradebook=batch.gradebook)
         except sandbox.IsolationError as exc:
             raise GradingError(str(exc)) from None
     done = [v for v in found_saved.values() if v is not None]
