@@ -36,15 +36,24 @@ import numpy as np
 from lessonlib import attention, cost
 from lessonlib._checks import (
     FullyMasked,
+    array_bytes,
     as_allowed_mask,
+    as_dtype,
     as_float_array,
     attention_inputs,
     broadcast_shape,
+    check_flag,
+    check_mask_reading,
     check_policy,
-    nonfinite_message,
+    check_positive_int,
+    check_real,
+    check_scale,
+    overflow_message,
+    refuse_dense_scores,
     refuse_empty_rows,
+    refuse_oversized,
 )
-from lessonlib._machine import (  # noqa: F401  (the thread setting and runner are part of this module's API)
+from lessonlib._machine import (  # the thread setting and runner are part of this module's API
     ThreadInfo,
     available_cores,
     cache_bytes,
@@ -54,6 +63,12 @@ from lessonlib._machine import (  # noqa: F401  (the thread setting and runner a
     thread_info,
 )
 from lessonlib.attention import AttentionResult
+
+__all__ = [
+    "BLOCK_BYTES", "ThreadInfo", "available_cores", "blocks_pay", "cache_bytes", "get_num_threads", "masked_softmax",
+    "row_blocks", "run_blocks", "scaled_dot_product_attention", "scores_stay_finite", "set_num_threads", "softmax",
+    "thread_info", "tiled_attention",
+]
 
 # Scores per row block, in bytes: small enough to stay in cache between a block's passes, large
 # enough that BLAS, which repacks the keys and values for every call, is not called too often.
@@ -74,7 +89,8 @@ def blocks_pay(matrix_bytes: int, *, keep_weights: bool) -> bool:
     theirs. Returned weights go to main memory whatever the path, and there whole arrays measured
     faster at every size (0.86 against 0.92 of the plain version at n = 8192).
     """
-    return not keep_weights and matrix_bytes > cache_bytes()
+    matrix_bytes = check_positive_int(matrix_bytes, "matrix_bytes", minimum=0)
+    return not check_flag(keep_weights, "keep_weights") and matrix_bytes > cache_bytes()
 
 
 def row_blocks(shape: tuple[int, ...], itemsize: int) -> list[Block]:
@@ -83,6 +99,11 @@ def row_blocks(shape: tuple[int, ...], itemsize: int) -> list[Block]:
     About BLOCK_BYTES of scores each, and at least two per thread so that a slow core can be
     made up for (when the blocks are shared between threads).
     """
+    if not isinstance(shape, tuple) or len(shape) < 2:
+        raise TypeError(f"shape must be a tuple (..., L, S) of at least two sizes, got {shape!r}")
+    for n in shape:
+        check_positive_int(n, "each size in shape")
+    itemsize = check_positive_int(itemsize, "itemsize")
     batch, n_rows, n_cols = shape[:-2], shape[-2], shape[-1]
     rows = max(1, BLOCK_BYTES // max(1, n_cols * itemsize))
     blocks_per_matrix = -(-2 * get_num_threads() // max(1, math.prod(batch)))  # ceiling division
@@ -154,6 +175,11 @@ def _exp_limits(dtype: np.dtype) -> tuple[float, float]:
 
 def scores_stay_finite(scale: float, query_squares: float, key_squares: float, dtype: np.dtype) -> bool:
     """Whether no score can overflow: |q_i . k_j| * |scale| <= |scale| * |Q| * |K| < the dtype's max."""
+    scale = check_real(scale, "scale")
+    for name, squares in (("query_squares", query_squares), ("key_squares", key_squares)):
+        if not check_real(squares, name, allow_inf=True) >= 0:  # inf: the squares overflowed
+            raise ValueError(f"{name} is a sum of squares, so it cannot be negative; got {squares}")
+    dtype = as_dtype(dtype, kinds="f")
     return abs(scale) * math.sqrt(query_squares * key_squares) < _exp_limits(dtype)[0]
 
 
@@ -190,17 +216,17 @@ def _exponentiate(s: np.ndarray, w: np.ndarray, blocked: np.ndarray | None, *, s
     """w = exp(s - each row's largest allowed score, or 0 without ``shift``) for allowed keys, else 0.
 
     s, w (rows, S); ``w`` may be ``s``. A row with no allowed key stays all zeros. With a counter in
-    ``found`` and a mask, the scores that are not finite are counted there first, as the reference
-    refuses them before it masks.
+    ``found``, the scores that are not finite are counted there first, as the reference refuses
+    them (an overflow) before it masks.
     """
     if not shift:
         np.exp(s, out=w)
         if blocked is not None:
             np.copyto(w, 0.0, where=blocked)
         return
+    if found is not None:
+        found["scores"] += int(s.size - np.count_nonzero(np.isfinite(s)))
     if blocked is not None:
-        if found is not None:
-            found["scores"] += int(s.size - np.count_nonzero(np.isfinite(s)))
         np.copyto(w, s)
         np.copyto(w, -np.inf, where=blocked)
         s = w
@@ -267,6 +293,8 @@ def scaled_dot_product_attention(
     and no (L, S) array is made: the scores go into one reused buffer per thread.
     """
     check_policy(fully_masked)
+    scale = check_scale(scale)
+    need_weights = check_flag(need_weights, "need_weights")
     inputs = attention_inputs(query, key, value, finite=False)  # query, key: squares below; value: after
     q, k, v = inputs.query, inputs.key, inputs.value  # (..., L, d_k), (..., S, d_k), (..., S, d_v)
     n_q, n_k, dtype = q.shape[-2], k.shape[-2], np.result_type(q, k)
@@ -276,12 +304,19 @@ def scaled_dot_product_attention(
     scores_shape = _batch(q.shape[:-2], k.shape[:-2]) + (n_q, n_k)
     shape, blocked = scores_shape, None
     if mask is not None:
-        allowed = as_allowed_mask(mask, "allowed")
-        shape = broadcast_shape(scores_shape, allowed.shape, "scores and allowed mask")
+        allowed = as_allowed_mask(mask, "mask")
+        shape = broadcast_shape(scores_shape, allowed.shape, "scores (..., L, S) and mask")
+        check_mask_reading(allowed.shape, inputs.batch + (n_q, n_k))
         if fully_masked == "raise":
             refuse_empty_rows(allowed)
         blocked = ~allowed  # as given, so a broadcast mask is inverted once and small
     batch = _batch(shape[:-2], v.shape[:-2])
+    call = f"lessonlib.fast.scaled_dot_product_attention of query {np.shape(query)} with key {np.shape(key)}"
+    if need_weights:  # scores and weights, each (..., L, S)
+        refuse_dense_scores(call, batch + (n_q, n_k), dtype, 3)
+    else:  # the output and the products beside it, (..., L, d_v) and (..., L, d_v + 1)
+        refuse_oversized(array_bytes(batch + (n_q, 2 * v.shape[-1] + 1), np.result_type(dtype, v)),
+                         f"{call} (its output)", "Use a smaller batch or fewer queries per call.")
     if need_weights and batch + (n_q, n_k) != scores_shape:
         # The mask or the value adds batch axes, so the reference's scores have fewer axes than
         # its weights or output. Rare; give exactly the reference's result, shapes and all.
@@ -320,7 +355,7 @@ def scaled_dot_product_attention(
     if found["values"]:
         as_float_array(v, "value")  # raises if NaN or inf in the values made the output so
     if found["scores"]:
-        raise ValueError(nonfinite_message("scores", found["scores"]))
+        raise ValueError(overflow_message(found["scores"], dtype))
     if not need_weights:
         return inputs.restore(output)[0]
     return AttentionResult(*inputs.restore(output, weights, scores))
@@ -343,6 +378,9 @@ def masked_softmax(scores: np.ndarray, allowed: np.ndarray, *, fully_masked: Ful
     scores = as_float_array(scores, "scores")
     allowed = as_allowed_mask(allowed, "allowed")
     shape = broadcast_shape(scores.shape, allowed.shape, "scores and allowed mask")
+    refuse_oversized(array_bytes(shape, scores.dtype, 2),
+                     f"lessonlib.fast.masked_softmax of scores {scores.shape} with allowed {allowed.shape} (its "
+                     f"weights, shape {shape}, and a block)", "Apply it to fewer rows at a time.")
     if len(shape) < 2 or math.prod(shape) * scores.itemsize <= cache_bytes():  # in cache: the reference
         return attention.masked_softmax(scores, allowed, fully_masked=fully_masked)
     if fully_masked == "raise":

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lessonlib._checks import check_positive_int
 from lessonlib.attention import masked_softmax, merge_heads, split_heads
 from lessonlib.masks import causal_mask
 from lessonlib.position import alibi_bias, relative_position_bucket, sinusoidal_positions
@@ -55,7 +56,6 @@ from lessonlib.training.model import (
     RELATIVE_BUCKETS,
     RELATIVE_MAX_DISTANCE,
     BeyondTableError,
-    _check_int,
 )
 
 FORMAT = "lessonlib.training.CharModel"
@@ -116,13 +116,13 @@ class CharModel:
     def __init__(self, vocab_size: int, *, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
                  d_mlp: int | None = None, position: str = "rope", max_length: int = 256, seed: int = 0,
                  dtype: str = "float32") -> None:
-        self.vocab_size = _check_int(vocab_size, "vocab_size", minimum=2)
-        self.d_model = _check_int(d_model, "d_model")
-        self.n_heads = _check_int(n_heads, "n_heads")
-        self.n_layers = _check_int(n_layers, "n_layers")
-        self.d_mlp = _check_int(4 * self.d_model if d_mlp is None else d_mlp, "d_mlp")
-        self.max_length = _check_int(max_length, "max_length")
-        self.seed = _check_int(seed, "seed", minimum=0)
+        self.vocab_size = check_positive_int(vocab_size, "vocab_size", minimum=2)
+        self.d_model = check_positive_int(d_model, "d_model")
+        self.n_heads = check_positive_int(n_heads, "n_heads")
+        self.n_layers = check_positive_int(n_layers, "n_layers")
+        self.d_mlp = check_positive_int(4 * self.d_model if d_mlp is None else d_mlp, "d_mlp")
+        self.max_length = check_positive_int(max_length, "max_length")
+        self.seed = check_positive_int(seed, "seed", minimum=0)
         if position not in POSITIONS:
             raise ValueError(f"unknown position mechanism {position!r}; choose one of {', '.join(POSITIONS)}")
         self.position = position
