@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lessonlib._checks import check_positive_int
+from lessonlib._checks import as_dtype, check_callable, check_positive_int
 from lessonlib.attention import masked_softmax, merge_heads, split_heads
 from lessonlib.masks import causal_mask
 from lessonlib.position import alibi_bias, relative_position_bucket, sinusoidal_positions
@@ -52,10 +52,10 @@ from lessonlib.training.layers import (
     softmax_with_fill,
 )
 from lessonlib.training.model import (
-    POSITIONS,
     RELATIVE_BUCKETS,
     RELATIVE_MAX_DISTANCE,
     BeyondTableError,
+    check_position,
 )
 
 FORMAT = "lessonlib.training.CharModel"
@@ -83,6 +83,20 @@ class Plugs:
     causal_mask: Callable | None = None
     cached_causal_mask: Callable | None = None
     position: Callable | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("attention", "softmax", "causal_mask", "cached_causal_mask", "position"):
+            if getattr(self, name) is not None:
+                check_callable(getattr(self, name), name)
+
+
+def _plugs(plugs: object) -> Plugs:
+    """``plugs`` itself, or the engine's own functions for None; anything else is refused."""
+    if plugs is None:
+        return Plugs()
+    if not isinstance(plugs, Plugs):
+        raise TypeError(f"plugs must be Plugs(...) or None, got {type(plugs).__name__}")
+    return plugs
 
 
 @dataclass
@@ -123,10 +137,8 @@ class CharModel:
         self.d_mlp = check_positive_int(4 * self.d_model if d_mlp is None else d_mlp, "d_mlp")
         self.max_length = check_positive_int(max_length, "max_length")
         self.seed = check_positive_int(seed, "seed", minimum=0)
-        if position not in POSITIONS:
-            raise ValueError(f"unknown position mechanism {position!r}; choose one of {', '.join(POSITIONS)}")
-        self.position = position
-        self.dtype = np.dtype(dtype)
+        self.position = check_position(position)
+        self.dtype = as_dtype(dtype, kinds="f")
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, got {self.dtype}")
         if self.d_model % self.n_heads:
@@ -315,7 +327,7 @@ class CharModel:
 
     def logits(self, tokens: np.ndarray, *, plugs: Plugs | None = None) -> np.ndarray:
         """(B, L, V) next-character scores at every position of ``tokens`` (B, L)."""
-        return self._run(self.check_tokens(tokens), None, plugs or Plugs(), None)
+        return self._run(self.check_tokens(tokens), None, _plugs(plugs), None)
 
     def attention(self, tokens: np.ndarray) -> list[np.ndarray]:
         """Attention weights of every block: a list of (B, H, L, L) arrays, rows summing to one."""
@@ -328,7 +340,7 @@ class CharModel:
     def prefill(self, tokens: np.ndarray, *, plugs: Plugs | None = None) -> tuple[np.ndarray, KVCache]:
         """(logits (B, L, V), cache) of a prompt: the cache holds every block's keys and values."""
         cache = KVCache()
-        return self._run(self.check_tokens(tokens), cache, plugs or Plugs(), None), cache
+        return self._run(self.check_tokens(tokens), cache, _plugs(plugs), None), cache
 
     def extend(self, cache: KVCache, tokens: np.ndarray, *, plugs: Plugs | None = None) -> np.ndarray:
         """Logits (B, n, V) of ``n`` new tokens after those in ``cache``, which grows by them.
@@ -336,17 +348,19 @@ class CharModel:
         Each new query attends to the cached keys and to the new ones at or before it: the same
         logits as a full recomputation of the whole text, for the work of the new rows only.
         """
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be the KVCache that prefill returned, got {type(cache).__name__}")
         tokens = self.check_tokens(tokens, start=cache.length)
         if cache.keys and cache.keys[0].shape[0] != tokens.shape[0]:
             raise ValueError(f"the cache holds {cache.keys[0].shape[0]} sequences but {tokens.shape[0]} were given")
-        return self._run(tokens, cache, plugs or Plugs(), None)
+        return self._run(tokens, cache, _plugs(plugs), None)
 
     # --- loss and backward -------------------------------------------------------------------
 
     def loss(self, tokens: np.ndarray, targets: np.ndarray, *, plugs: Plugs | None = None) -> float:
         """Mean cross-entropy (nats) over scored positions (targets != -1), float64."""
         tokens = self.check_tokens(tokens)
-        return cross_entropy(self._run(tokens, None, plugs or Plugs(), None), self._targets(tokens, targets))[0]
+        return cross_entropy(self._run(tokens, None, _plugs(plugs), None), self._targets(tokens, targets))[0]
 
     def _targets(self, tokens: np.ndarray, targets: object) -> np.ndarray:
         targets = np.asarray(targets)
@@ -368,6 +382,8 @@ class CharModel:
         """
         tokens = self.check_tokens(tokens)
         targets = self._targets(tokens, targets)
+        if causal_mask is not None:
+            check_callable(causal_mask, "causal_mask")
         keep: list = []
         logits = self._run(tokens, None, Plugs(causal_mask=causal_mask), keep)  # (B, L, V)
         loss, d_logits = cross_entropy(logits, targets)

@@ -27,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
+from lessonlib._checks import check_callable, check_positive_int
 from lessonlib.training.lm import CharModel, Plugs
 from lessonlib.training.loop import one_blas_thread, train
-from lessonlib.training.model import POSITIONS
+from lessonlib.training.model import POSITIONS, check_position
 from lessonlib.training.sampling import generate
 from lessonlib.training.text import TextWindows, baselines, load
 
@@ -50,8 +51,7 @@ def path(position: str) -> Path:
 
 def build(position: str) -> CharModel:
     """The untrained model of one mechanism, as ``make train`` starts it."""
-    if position not in POSITIONS:
-        raise ValueError(f"unknown position mechanism {position!r}; choose one of {', '.join(POSITIONS)}")
+    position = check_position(position)
     max_length = TRAIN_LENGTH if position == "learned" else TRAIN_LENGTH * max(EVAL_FACTORS)
     return CharModel(load().vocab.size, position=position, max_length=max_length, seed=SEED, **ARCHITECTURE)
 
@@ -66,7 +66,7 @@ def _stored(position: str) -> CharModel:
 
 def stored(position: str) -> CharModel:
     """The stored, trained model of ``position`` (loaded once; treat it as read-only)."""
-    return _stored(position)
+    return _stored(check_position(position))
 
 
 def validation_loss(model: CharModel, length: int, *, n_chars: int = EVAL_CHARS,
@@ -77,8 +77,17 @@ def validation_loss(model: CharModel, length: int, *, n_chars: int = EVAL_CHARS,
     positions, so there is nothing to measure. ``plugs`` lets a learner's own attention, mask or
     position function drive the forward pass (:class:`~lessonlib.training.lm.Plugs`).
     """
+    if not isinstance(model, CharModel):
+        raise TypeError(f"model must be a CharModel (catalog.stored(position), for one), got {type(model).__name__}")
+    length = check_positive_int(length, "length")
+    n_chars = check_positive_int(n_chars, "n_chars")
+    if plugs is not None and not isinstance(plugs, Plugs):
+        raise TypeError(f"plugs must be Plugs(...) or None, got {type(plugs).__name__}")
     if n_chars % length:
-        raise ValueError(f"{n_chars} characters do not cut into whole windows of {length}")
+        raise ValueError(f"n_chars={n_chars} characters do not cut into whole windows of length={length}")
+    if n_chars >= load().validation.size:
+        raise ValueError(f"n_chars={n_chars} is more than the {load().validation.size - 1} validation characters "
+                         "that have a next one to predict")
     if model.position == "learned" and length > model.max_length:
         return None
     ids = load().validation[: n_chars + 1]
@@ -96,6 +105,13 @@ def validation_loss(model: CharModel, length: int, *, n_chars: int = EVAL_CHARS,
 def length_table(models: dict[str, CharModel] | None = None, factors: tuple[int, ...] = EVAL_FACTORS,
                  ) -> dict[str, dict[int, float | None]]:
     """{mechanism: {length: validation loss, or None beyond a learned table}} at ``factors`` x the training length."""
+    if models is not None and (not isinstance(models, dict)
+                               or not all(isinstance(m, CharModel) for m in models.values())):
+        raise TypeError(f"models must be a dict of name -> CharModel, or None for the stored ones; got {models!r:.80}")
+    if not isinstance(factors, tuple) or not factors:
+        raise TypeError(f"factors must be a non-empty tuple of whole multiples of the training length, got {factors!r}")
+    for factor in factors:
+        check_positive_int(factor, "each of factors")
     models = models if models is not None else {p: stored(p) for p in POSITIONS}
     return {name: {TRAIN_LENGTH * f: validation_loss(m, TRAIN_LENGTH * f) for f in factors}
             for name, m in models.items()}
@@ -122,6 +138,8 @@ def train_briefly(position: str, steps: int, *, causal_mask: Callable | None = N
     step (None: the engine's). Deterministic: the same arguments give the same losses on one machine.
     """
     model = build(position)
+    if causal_mask is not None:
+        check_callable(causal_mask, "causal_mask")
     data = load()
     trainee = model if causal_mask is None else _MaskedTraining(model, causal_mask)
     losses = train(trainee, TextWindows(data.train, data.vocab.size), steps=steps, batch_size=batch_size,
@@ -135,6 +153,9 @@ def generate_text(position: str, prompt: str, n_chars: int = 200, *, temperature
 
     The context is bounded by the training length (see :func:`lessonlib.training.sampling.generate`).
     """
+    position = check_position(position)
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a string of characters, got {type(prompt).__name__}")
     vocab = load().vocab
     with one_blas_thread():  # one row per character: BLAS threads would only wait for each other
         ids = generate(stored(position), vocab.encode(prompt), n_chars, temperature=temperature, seed=seed,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lessonlib._checks import check_positive_int
+from lessonlib._checks import check_flag, check_positive_int
 from lessonlib.attention import masked_softmax, softmax
 from lessonlib.masks import causal_mask
 from lessonlib.position import BeyondTableError, alibi_slopes, relative_position_bucket, rope, sinusoidal_positions
@@ -37,6 +37,13 @@ FORMAT_VERSION = 1
 # a later key at distance 0, never occurs); in each half, half the buckets are exact distances.
 RELATIVE_BUCKETS = 32
 RELATIVE_MAX_DISTANCE = 128
+
+
+def check_position(position: object) -> str:
+    """Refuse a position mechanism that is not one of POSITIONS, listing them."""
+    if not isinstance(position, str) or position not in POSITIONS:
+        raise ValueError(f"unknown position mechanism {position!r}; choose one of {', '.join(POSITIONS)}")
+    return position
 
 
 @dataclass
@@ -87,12 +94,8 @@ class AttentionModel:
         self.n_layers = check_positive_int(n_layers, "n_layers")
         self.max_length = check_positive_int(max_length, "max_length")
         self.seed = check_positive_int(seed, "seed", minimum=0)
-        if position not in POSITIONS:
-            raise ValueError(f"unknown position mechanism {position!r}; choose one of {', '.join(POSITIONS)}")
-        self.position = position
-        if not isinstance(causal, (bool, np.bool_)):
-            raise TypeError(f"causal must be True or False, got {causal!r}")
-        self.causal = bool(causal)
+        self.position = check_position(position)
+        self.causal = check_flag(causal, "causal")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} does not split into n_heads={self.n_heads} equal heads")
         self.d_head = self.d_model // self.n_heads
