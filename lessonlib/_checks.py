@@ -58,6 +58,15 @@ def check_positive_int(value: object, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_index(value: object, name: str, size: int) -> int:
+    """Return ``value`` as an int in 0..size-1 (a key, a query, a head); refuse anything else."""
+    if not _is_integer(value):
+        raise TypeError(f"{name} must be an integer, got {shown(value)}")
+    if not 0 <= value < size:
+        raise ValueError(f"{name} must lie in 0..{size - 1}, got {value}")
+    return int(value)
+
+
 def check_real(value: object, name: str, *, positive: bool = False, minimum: float | None = None,
                allow_inf: bool = False) -> float:
     """Return ``value`` as a finite float; refuse NaN, infinities, complex numbers, strings, bools and None.
@@ -100,6 +109,13 @@ def check_callable(value: object, name: str) -> Callable:
     """Return ``value`` if it can be called."""
     if not callable(value):
         raise TypeError(f"{name} must be a function, got {shown(value)}")
+    return value
+
+
+def check_instance(value: object, cls: type, name: str) -> object:
+    """Return ``value`` if it is a ``cls``; refuse anything else, naming both."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be a {cls.__name__}, got {shown(value)}")
     return value
 
 
@@ -297,18 +313,16 @@ def check_widths(query: np.ndarray, key: np.ndarray) -> None:
 # Below this many bytes a call is not compared with the available memory (reading it takes a few
 # microseconds, and every machine that runs the course has this much to spare).
 ALWAYS_FITS = 64 << 20
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
 def format_bytes(n_bytes: float) -> str:
     """A byte count in binary units with one decimal: 1536 -> '1.5 KiB', 2**30 -> '1.0 GiB'."""
-    if n_bytes < 0:
-        raise ValueError(f"a byte count cannot be negative, got {n_bytes}")
-    value, unit = float(n_bytes), 0
-    while value >= 1024 and unit < len(_UNITS) - 1:
+    value, unit = check_real(n_bytes, "n_bytes", minimum=0.0), 0
+    while value >= 1024 and unit < len(BYTE_UNITS) - 1:
         value /= 1024
         unit += 1
-    return f"{int(value)} B" if unit == 0 else f"{value:.1f} {_UNITS[unit]}"
+    return f"{int(value)} B" if unit == 0 else f"{value:.1f} {BYTE_UNITS[unit]}"
 
 
 def array_bytes(shape: Sequence[int], dtype: np.dtype | type | str, copies: int = 1) -> int:

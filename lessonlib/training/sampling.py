@@ -22,7 +22,7 @@ from lessonlib.training.lm import CharModel, KVCache
 
 def sample_next(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
     """One id drawn from softmax(logits / temperature) (V,), in float64; temperature 0 = the most likely id."""
-    temperature = _check_temperature(temperature)
+    temperature = check_temperature(temperature)
     rng = check_rng(rng)
     logits = as_float_array(logits, "logits").astype(np.float64, copy=False)  # (V,)
     if logits.ndim != 1:
@@ -35,7 +35,7 @@ def sample_next(logits: np.ndarray, temperature: float, rng: np.random.Generator
     return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), logits.size - 1))
 
 
-def _check_temperature(temperature: object) -> float:
+def check_temperature(temperature: object) -> float:
     """A finite temperature >= 0; NaN would turn every probability into NaN and always give one id."""
     temperature = check_real(temperature, "temperature")
     if temperature < 0:
@@ -60,7 +60,7 @@ def generate(model: CharModel, prompt: np.ndarray | list[int], n_new: int, *, te
         bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
         raise ValueError(f"prompt id {bad} is outside the model's vocabulary of {model.vocab_size} ids")
     n_new = check_positive_int(n_new, "n_new", minimum=0)
-    temperature = _check_temperature(temperature)
+    temperature = check_temperature(temperature)
     seed = check_positive_int(seed, "seed", minimum=0)
     if window is not None and check_positive_int(window, "window") < 2:
         raise ValueError(f"window must be at least 2 characters, got {window}")
