@@ -200,9 +200,21 @@ def as_float_array(x: object, name: str, *, finite: bool = True) -> np.ndarray:
     check_nonempty(arr, name)
     if kind != "f":
         arr = arr.astype(np.float64)
-    if finite and not np.all(np.isfinite(arr)):
-        raise ValueError(nonfinite_message(name, int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))))
+    if finite:
+        refuse_nonfinite(arr, name)
     return arr
+
+
+def refuse_nonfinite(arr: np.ndarray, name: str) -> None:
+    """Refuse NaN or infinite entries in the floating ``arr``, naming how many.
+
+    One sum finds them without a boolean array the size of ``arr``: it is finite exactly when
+    every entry is (unless finite entries overflow, when the entries are counted to be sure).
+    """
+    if not math.isfinite(float(np.sum(arr, dtype=np.float64))):
+        bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+        if bad:
+            raise ValueError(nonfinite_message(name, bad))
 
 
 def as_numeric_array(x: object, name: str) -> np.ndarray:
@@ -402,6 +414,7 @@ def attention_inputs(query: object, key: object, value: object, *, finite: bool 
     query = as_float_array(query, "query", finite=finite)
     key = as_float_array(key, "key", finite=finite)
     value = as_float_array(value, "value", finite=finite)
+    check_ndim(query, "query", 1, "(..., L, d_k) or (d_k,)")
     check_ndim(key, "key", 2, "(..., S, d_k)")
     check_widths(query, key)
     one_query = query.ndim == 1

@@ -62,7 +62,9 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     x = as_float_array(x, "x", finite=False)
     check_ndim(x, "x", 1, "(..., S)")
     axis = check_axis(axis, x.ndim)
-    bad = int(np.count_nonzero(np.isnan(x) | np.isposinf(x)))
+    total = float(np.sum(x))  # NaN or +inf exactly when some entry is NaN or +inf (or finite ones overflow)
+    bad = 0 if math.isfinite(total) or total == -math.inf else (
+        np.count_nonzero(np.isnan(x)) + np.count_nonzero(x == np.inf))  # one boolean scan at a time
     if bad:
         raise ValueError(f"x has {bad} NaN or +inf entr{'y' if bad == 1 else 'ies'}, which no softmax weight can "
                          "represent (-inf is allowed: it gets weight 0)")
@@ -185,7 +187,7 @@ def scaled_dot_product_attention(
         broadcast_shape(scores_shape, allowed.shape, "scores (..., L, S) and mask")
         check_mask_reading(allowed.shape, scores_shape)
     refuse_dense_scores(f"scaled_dot_product_attention of query {np.shape(query)} with key {np.shape(key)}",
-                        scores_shape, np.result_type(inputs.query, inputs.key), 5)
+                        scores_shape, np.result_type(inputs.query, inputs.key), 5 if mask is None else 6)
     scores = attention_scores(inputs.query, inputs.key, scale=scale)  # (..., L, S)
     if mask is None:
         weights = softmax(scores)  # (..., L, S)
@@ -279,7 +281,7 @@ def init_multi_head(
     d_kv_in = d_model if d_kv_in is None else check_positive_int(d_kv_in, "d_kv_in")
     if d_head is None:
         if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} does not split into {n_heads} heads; pass d_head")
+            raise ValueError(f"d_model={d_model} does not split into {n_heads} heads (n_heads={n_heads}); pass d_head")
         d_head = d_model // n_heads
     d_head = check_positive_int(d_head, "d_head")
     rng = np.random.default_rng(0) if rng is None else check_rng(rng)

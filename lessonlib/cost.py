@@ -23,6 +23,7 @@ from lessonlib._checks import (
     as_float_array,
     attention_batch,
     check_callable,
+    check_choice,
     check_flag,
     check_ndim,
     check_positive_int,
@@ -31,7 +32,7 @@ from lessonlib._checks import (
     overflow_message,
     refuse_oversized,
 )
-from lessonlib.masks import Align, query_start
+from lessonlib.masks import ALIGNMENTS, Align, query_start
 
 # numpy has no bfloat16; its size is what a learner compares against float16 and float32.
 _EXTRA_DTYPE_BYTES = {"bfloat16": 2}
@@ -96,6 +97,8 @@ def tiled_attention(
     check_tiled_inputs(query, key, value)
     n_q, n_k = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(key.shape[-1]) if scale is None else scale
+    if align is not None:  # checked even without causal, where it changes nothing: it may be a mistake
+        check_choice(align, "align", ALIGNMENTS)
     first_query = query_start(n_q, n_k, align, "causal tiled attention") if causal else 0
     batch = attention_batch(query, key, value)
     dtype = np.result_type(query, key, value)

@@ -76,11 +76,11 @@ def key_offsets(
 
 
 def _offsets(n_queries: object, n_keys: object, align: object, what: object, *, bytes_per_pair: int,
-             way_out: str = "Use shorter sequences.") -> np.ndarray:
+             way_out: str = "Use shorter sequences.", holds: str = "") -> np.ndarray:
     """:func:`key_offsets`, refused before it allocates when ``bytes_per_pair`` per (query, key) would not fit.
 
     ``bytes_per_pair`` counts what the caller holds at once per pair: 8 for the offsets themselves,
-    plus what it builds from them.
+    plus what it builds from them; ``holds`` says what that is, for the message.
     """
     n_queries = check_positive_int(n_queries, "n_queries")
     n_keys = n_queries if n_keys is None else check_positive_int(n_keys, "n_keys")
@@ -88,8 +88,8 @@ def _offsets(n_queries: object, n_keys: object, align: object, what: object, *, 
         raise TypeError(f"what must be a string naming the mask, got {type(what).__name__}")
     start = query_start(n_queries, n_keys, align, what)
     refuse_oversized(n_queries * n_keys * bytes_per_pair,
-                     f"a {what} for n_queries={n_queries} and n_keys={n_keys} ({bytes_per_pair} bytes per query "
-                     "and key)", way_out)
+                     f"the {what} for n_queries={n_queries} and n_keys={n_keys} ({holds or 'its integer offsets'}, "
+                     f"{bytes_per_pair} bytes per query and key)", way_out)
     query_pos = np.arange(n_queries) + start  # (L,)
     return np.arange(n_keys)[None, :] - query_pos[:, None]  # (L, S)
 
@@ -105,7 +105,8 @@ def causal_mask(n_queries: int, n_keys: int | None = None, *, align: Align | Non
     Square when ``n_keys`` is omitted or equal. When the lengths differ, ``align`` must be
     "top-left" (query i sees keys 0..i) or "bottom-right" (query i sees keys 0..i + S - L).
     """
-    return _offsets(n_queries, n_keys, align, "causal mask", bytes_per_pair=9, way_out=_TILED_CAUSAL) <= 0
+    return _offsets(n_queries, n_keys, align, "causal mask", bytes_per_pair=9, way_out=_TILED_CAUSAL,
+                    holds="offsets and the mask") <= 0
 
 
 def sliding_window_mask(
@@ -123,7 +124,7 @@ def sliding_window_mask(
     """
     window = check_positive_int(window, "window")
     causal = check_flag(causal, "causal")
-    offset = _offsets(n_queries, n_keys, align, "sliding-window mask", bytes_per_pair=11,
+    offset = _offsets(n_queries, n_keys, align, "sliding-window mask", bytes_per_pair=17, holds="offsets and masks",
                       way_out="Build it for a block of queries at a time, or use shorter sequences.")  # (L, S)
     if causal:
         return (offset <= 0) & (offset > -window)

@@ -110,7 +110,7 @@ def rope(
     check_ndim(x, "x", 2, "(..., n, d)")
     d = x.shape[-1]
     if d % 2:
-        raise ValueError(f"RoPE rotates coordinates in pairs, so the width must be even, got {d}")
+        raise ValueError(f"x: RoPE rotates coordinates in pairs, so the width must be even, got {d}")
     positions = as_float_array(positions, "positions")
     try:
         shape = np.broadcast_shapes(positions.shape, x.shape[:-1])
@@ -161,14 +161,30 @@ def alibi_bias(n_queries: int, n_keys: int, n_heads: int, *, align: Align | None
     block at the end of the keys, as when decoding with a cache.
     """
     n_heads = check_positive_int(n_heads, "n_heads")
-    offsets = _offsets(n_queries, n_keys, align, "ALiBi bias", bytes_per_pair=8 * n_heads + 16,
-                       way_out=_PER_BLOCK)  # (L, S), k - q
+    offsets = _offsets(n_queries, n_keys, align, "ALiBi bias", bytes_per_pair=8 * n_heads + 16, way_out=_PER_BLOCK,
+                       holds=f"a bias for each of n_heads={n_heads} and two offsets")  # (L, S), k - q
     return -alibi_slopes(n_heads)[:, None, None] * np.abs(offsets)[None, :, :]  # (H, L, S)
 
 
 # The way out of a score bias too large to build at once.
 _PER_BLOCK = ("Build it for a block of queries at a time (n_queries < n_keys with align='bottom-right' gives the "
               "last ones), or use shorter sequences.")
+
+
+def _bucket_layout(bidirectional: object, n_buckets: object, max_distance: object) -> tuple[bool, int, int]:
+    """Refuse bucket settings T5's layout cannot hold: too few buckets, or max_distance within the exact range."""
+    bidirectional = check_flag(bidirectional, "bidirectional")
+    fewest = 4 if bidirectional else 2  # per direction: one bucket for exact offsets, one log-spaced
+    if check_positive_int(n_buckets, "n_buckets") < fewest:
+        raise ValueError(f"n_buckets must be at least {fewest}{' when bidirectional' if bidirectional else ''}: "
+                         "half of each direction's buckets hold exact offsets and the rest are log-spaced; "
+                         f"got {n_buckets}")
+    exact = (n_buckets // 2 if bidirectional else n_buckets) // 2
+    if check_positive_int(max_distance, "max_distance") <= exact:
+        raise ValueError(f"max_distance must exceed the {exact} offsets that get a bucket each (n_buckets={n_buckets}"
+                         f"{', bidirectional' if bidirectional else ''}): the log-spaced buckets cover distances from "
+                         f"{exact} to max_distance; got {max_distance}")
+    return bidirectional, n_buckets, max_distance
 
 
 def relative_position_bucket(
@@ -183,17 +199,7 @@ def relative_position_bucket(
     exact small distances; the rest cover distances up to ``max_distance`` on a log scale; farther
     offsets share the last bucket.
     """
-    bidirectional = check_flag(bidirectional, "bidirectional")
-    fewest = 4 if bidirectional else 2  # per direction: one bucket for exact offsets, one log-spaced
-    if check_positive_int(n_buckets, "n_buckets") < fewest:
-        raise ValueError(f"n_buckets must be at least {fewest}{' when bidirectional' if bidirectional else ''}: "
-                         "half of each direction's buckets hold exact offsets and the rest are log-spaced; "
-                         f"got {n_buckets}")
-    exact = (n_buckets // 2 if bidirectional else n_buckets) // 2
-    if check_positive_int(max_distance, "max_distance") <= exact:
-        raise ValueError(f"max_distance must exceed the {exact} offsets that get a bucket each (n_buckets={n_buckets}"
-                         f"{', bidirectional' if bidirectional else ''}): the log-spaced buckets cover distances from "
-                         f"{exact} to max_distance; got {max_distance}")
+    bidirectional, n_buckets, max_distance = _bucket_layout(bidirectional, n_buckets, max_distance)
     relative_position = as_int_array(relative_position, "relative_position",
                                      what="integers (key position - query position)")
     refuse_oversized(array_bytes(relative_position.shape, np.float64, 6),
@@ -233,8 +239,10 @@ def relative_position_bias(
     bucket_bias = as_float_array(bucket_bias, "bucket_bias")
     if bucket_bias.ndim != 2:
         raise ValueError(f"bucket_bias must be (n_buckets, n_heads), got shape {bucket_bias.shape}")
+    _bucket_layout(bidirectional, bucket_bias.shape[0], max_distance)
     offsets = _offsets(n_queries, n_keys, align, "relative position bias", way_out=_PER_BLOCK,
-                       bytes_per_pair=8 * bucket_bias.shape[1] + 56)  # (L, S), k - q
+                       bytes_per_pair=8 * bucket_bias.shape[1] + 56,
+                       holds=f"a bias for each of the {bucket_bias.shape[1]} heads of bucket_bias, offsets and buckets")
     buckets = relative_position_bucket(
         offsets, bidirectional=bidirectional, n_buckets=bucket_bias.shape[0], max_distance=max_distance
     )  # (L, S)

@@ -34,9 +34,9 @@ class CaseTimeout(BaseException):
 class Deadline:
     """``with Deadline(seconds):`` raises CaseTimeout in this thread once ``seconds`` have passed.
 
-    ``passed`` tells afterwards whether it fired. A CaseTimeout that reaches the end of the block
-    is swallowed there (the caller reads ``passed``); everything is put back as it was on leaving,
-    even when the interruption arrives while leaving.
+    ``passed`` tells afterwards whether it fired. A CaseTimeout of its own that reaches the end of
+    the block is swallowed there (the caller reads ``passed``); everything is put back as it was on
+    leaving, even when the interruption arrives while leaving.
     """
 
     def __init__(self, seconds: float) -> None:
@@ -85,7 +85,7 @@ class Deadline:
                 break
             except CaseTimeout:
                 continue
-        return kind is not None and issubclass(kind, CaseTimeout)
+        return self.passed and kind is not None and issubclass(kind, CaseTimeout)
 
     def _stop(self) -> None:
         """Disarm: the timer and handler put back (an earlier timer with what it had left), or the watchdog ended."""

@@ -305,11 +305,11 @@ class Figure:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: length, heads, batch and dtype controls wired to compute() and draw()."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer
 
-    check_instance(settings, Settings, "settings")
     # measure every point once, up front (well under a second), so no later update has to wait
     for dtype in MEASURABLE_DTYPES:
         compute(replace(settings, dtype=dtype, n=max(settings.n, settings.max_measured_n)),

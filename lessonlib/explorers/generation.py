@@ -117,11 +117,11 @@ def draw(result: Result) -> Any:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: mechanism, temperature, prompt, length and seed; wired to compute() and draw()."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer
 
-    check_instance(settings, Settings, "settings")
     wide = {"description_width": "initial"}
     controls = {
         "mechanism": widgets.Dropdown(options=list(POSITIONS), value=settings.mechanism,

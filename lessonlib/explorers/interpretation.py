@@ -144,7 +144,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """Spearman rank correlation: the Pearson correlation of the two rank vectors (+1 same order, -1 reversed)."""
     a, b = as_float_array(a, "a"), as_float_array(b, "b")
     if a.shape != b.shape or a.ndim != 1 or a.size < 2:
-        raise ValueError(f"need two 1-D sequences of equal length >= 2, got shapes {a.shape} and {b.shape}")
+        raise ValueError(f"a and b must be two 1-D sequences of equal length >= 2, got shapes {a.shape} and {b.shape}")
     ra, rb = ranks(a) - (a.size + 1) / 2, ranks(b) - (b.size + 1) / 2
     denom = np.sqrt((ra @ ra) * (rb @ rb))
     if denom == 0:
@@ -305,11 +305,11 @@ class Figure:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: choose a key, scale or shift its value, exclude it; wired to compute() and draw()."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer
 
-    check_instance(settings, Settings, "settings")
     figure = Figure()
     wide = {"description_width": "initial"}
     controls = {

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from lessonlib._checks import (
+    array_bytes,
     as_allowed_mask,
     as_dtype,
     as_float_array,
@@ -34,8 +35,10 @@ from lessonlib._checks import (
     check_choice,
     check_flag,
     check_instance,
+    check_ndim,
     check_positive_int,
     check_real,
+    refuse_oversized,
 )
 from lessonlib.attention import masked_softmax, softmax
 from lessonlib.masks import causal_mask, combine_masks, padding_mask
@@ -70,6 +73,8 @@ def preset(name: str, size: int = GRID_SIZE, length: int = PADDED_LENGTH) -> Boo
     size = check_positive_int(size, "size")
     if not 0 <= check_positive_int(length, "length", minimum=0) <= size:
         raise ValueError(f"length must lie in 0..size={size} (the real tokens of the padded sequence), got {length}")
+    refuse_oversized(array_bytes((size, size), np.int64, 2), f"preset({name!r}, size={size})",
+                     "Choose a smaller size: the explorer's grid is 4 x 4.")
     if name == "causal":
         grid = causal_mask(size)  # (L, S)
     elif name == "padding":
@@ -100,6 +105,7 @@ def fill_then_softmax(scores: np.ndarray, allowed: np.ndarray, fill: float) -> n
     is uniform over keys that were all meant to be excluded.
     """
     scores = as_float_array(scores, "scores")
+    check_ndim(scores, "scores", 1, "(..., S)")
     allowed = as_allowed_mask(allowed, "allowed")
     broadcast_shape(scores.shape, allowed.shape, "scores and allowed mask")
     if check_real(fill, "fill", allow_inf=True) == np.inf:
@@ -118,6 +124,7 @@ def softmax_then_zero(scores: np.ndarray, allowed: np.ndarray, *, renormalise: b
     underflowed (to zero in float16) the row becomes 0/0 = NaN.
     """
     scores = as_float_array(scores, "scores")
+    check_ndim(scores, "scores", 1, "(..., S)")
     allowed = as_allowed_mask(allowed, "allowed")
     broadcast_shape(scores.shape, allowed.shape, "scores and allowed mask")
     renormalise = check_flag(renormalise, "renormalise")
@@ -326,11 +333,11 @@ def _mask_grid(allowed: BoolGrid) -> Any:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: the allowed grid with presets, the order, the dtype and the fill."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer
 
-    check_instance(settings, Settings, "settings")
     figure = Figure(np.shape(settings.allowed))
     wide = {"description_width": "initial"}
     controls = {

@@ -381,11 +381,11 @@ class Figure:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: mechanism, shuffle, offset and causal controls wired to compute() and draw()."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer
 
-    check_instance(settings, Settings, "settings")
     figure = Figure(settings.n_tokens)
     controls = {
         "mechanism": widgets.Dropdown(options=MECHANISMS, value=settings.mechanism, description="position"),

@@ -149,11 +149,11 @@ def show(settings: Settings = Settings()) -> Any:
     Drop-downs rather than sliders: a screen reader names a drop-down by its label, while
     ipywidgets' slider handles carry no accessible name.
     """
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer
 
-    check_instance(settings, Settings, "settings")
     figure = Figure(settings.n_keys)
     wide = {"description_width": "initial"}
     controls = {

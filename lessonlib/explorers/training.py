@@ -174,7 +174,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         check_choice(self.model, "model", tuple(MODELS))
-        if self.length not in LENGTHS or isinstance(self.length, bool):
+        if check_positive_int(self.length, "length") not in LENGTHS:
             raise ValueError(f"length must be one of {LENGTHS}, got {self.length!r}")
 
 
@@ -267,11 +267,11 @@ def draw(result: Result) -> Any:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: choose a stored model and an evaluation length; wired to compute() and draw()."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer
 
-    check_instance(settings, Settings, "settings")
     wide = {"description_width": "initial"}
     controls = {
         "model": widgets.Dropdown(options=list(MODELS), value=settings.model, description="trained model",

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from lessonlib._checks import check_callable, check_positive_int
+from lessonlib._checks import check_callable, check_flag, check_positive_int
 from lessonlib.training.lm import CharModel, Plugs
 from lessonlib.training.loop import one_blas_thread, train
 from lessonlib.training.model import POSITIONS, check_position
-from lessonlib.training.sampling import generate
+from lessonlib.training.sampling import check_temperature, generate
 from lessonlib.training.text import TextWindows, baselines, load
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
@@ -137,9 +137,12 @@ def train_briefly(position: str, steps: int, *, causal_mask: Callable | None = N
     ``causal_mask(length) -> (L, L)`` boolean replaces the engine's causal mask in every training
     step (None: the engine's). Deterministic: the same arguments give the same losses on one machine.
     """
-    model = build(position)
+    check_positive_int(steps, "steps")
+    check_positive_int(batch_size, "batch_size")
+    check_flag(progress, "progress")
     if causal_mask is not None:
         check_callable(causal_mask, "causal_mask")
+    model = build(position)
     data = load()
     trainee = model if causal_mask is None else _MaskedTraining(model, causal_mask)
     losses = train(trainee, TextWindows(data.train, data.vocab.size), steps=steps, batch_size=batch_size,
@@ -156,6 +159,10 @@ def generate_text(position: str, prompt: str, n_chars: int = 200, *, temperature
     position = check_position(position)
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a string of characters, got {type(prompt).__name__}")
+    check_positive_int(n_chars, "n_chars", minimum=0)
+    check_temperature(temperature)
+    check_positive_int(seed, "seed", minimum=0)
+    check_flag(use_cache, "use_cache")
     vocab = load().vocab
     with one_blas_thread():  # one row per character: BLAS threads would only wait for each other
         ids = generate(stored(position), vocab.encode(prompt), n_chars, temperature=temperature, seed=seed,

@@ -16,13 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lessonlib._checks import check_positive_int, check_rng
+from lessonlib._checks import array_bytes, check_positive_int, check_rng, refuse_oversized
 
 
 def _check_sizes(batch: int, length: int, rng: np.random.Generator) -> None:
+    """Refuse a batch or length that is not a positive integer, or one whose arrays would not fit."""
     check_positive_int(batch, "batch")
     check_positive_int(length, "length")
     check_rng(rng)
+    refuse_oversized(array_bytes((batch, length), np.int64, 3), f"a batch of {batch} sequences of length {length}",
+                     "Draw fewer or shorter sequences.")
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ class Vocabulary:
         try:
             return np.array([self._ids[c] for c in text], dtype=np.int64)
         except KeyError as err:
-            raise ValueError(f"character {err.args[0]!r} is not in the vocabulary of {self.size} characters "
+            raise ValueError(f"text: character {err.args[0]!r} is not in the vocabulary of {self.size} characters "
                              f"this model was trained on: {self.chars!r}") from None
 
     def decode(self, ids: np.ndarray | list[int]) -> str:
