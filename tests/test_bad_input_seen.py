@@ -262,7 +262,10 @@ def short_limit(monkeypatch):
 
 
 def _forever(scores, allowed):
-    while True:
+    """An endless loop, as far as any limit of a check is concerned (it gives up after 10 s, so that a
+    check without a limit fails this test instead of hanging it)."""
+    end = time.monotonic() + 10.0
+    while time.monotonic() < end:
         pass
 
 
@@ -280,7 +283,8 @@ def test_check_returns_within_its_limit_for_a_function_that_never_returns(short_
 
 def test_the_limit_also_interrupts_off_the_main_thread_and_through_except_exception(short_limit):
     def stubborn(scores, allowed):
-        while True:
+        end = time.monotonic() + 10.0  # as _forever
+        while time.monotonic() < end:
             try:
                 time.sleep(0.01)
             except Exception:  # a learner's catch-all does not swallow the interruption
