@@ -364,14 +364,18 @@ DENSE_WAY_OUT = ("Use lessonlib.tiled_attention (the same output without any (L,
                  "sequences or a smaller batch.")
 
 
-def refuse_dense_scores(call: str, scores_shape: tuple[int, ...], dtype: np.dtype, copies: int) -> None:
+def refuse_dense_scores(function: str, query_shape: tuple[int, ...], key_shape: tuple[int, ...],
+                        scores_shape: tuple[int, ...], dtype: np.dtype, copies: int) -> None:
     """Refuse dense attention whose ``copies`` arrays of ``scores_shape`` (..., L, S) would not fit.
 
-    ``call`` names the function and its arguments' shapes, e.g. "scaled_dot_product_attention of
-    query (1000000, 8) with key (1000000, 8)".
+    ``function`` is named in the message with the shapes of the query and key it was given. The
+    message is only written when the size is worth comparing with the memory (every call pays
+    for this check, so it stays a few multiplications).
     """
-    refuse_oversized(array_bytes(scores_shape, dtype, copies),
-                     f"{call} ({copies} arrays of shape {scores_shape}, {np.dtype(dtype)})", DENSE_WAY_OUT)
+    n_bytes = array_bytes(scores_shape, dtype, copies)
+    if n_bytes >= ALWAYS_FITS:
+        refuse_oversized(n_bytes, f"{function} of query {query_shape} with key {key_shape} ({copies} arrays of "
+                                  f"shape {scores_shape}, {np.dtype(dtype)})", DENSE_WAY_OUT)
 
 
 # --- attention inputs --------------------------------------------------------------------------------
@@ -433,6 +437,8 @@ def attention_inputs(query: object, key: object, value: object, *, finite: bool 
 
 def attention_batch(query: np.ndarray, key: np.ndarray, value: np.ndarray) -> tuple[int, ...]:
     """The broadcast of the batch axes (all but the last two) of query, key and value, or an error naming them."""
+    if query.shape[:-2] == key.shape[:-2] == value.shape[:-2]:  # the usual case, without NumPy's general rule
+        return key.shape[:-2]
     try:
         return np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     except ValueError:

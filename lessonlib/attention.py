@@ -70,6 +70,11 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
                          "represent (-inf is allowed: it gets weight 0)")
     refuse_oversized(array_bytes(x.shape, x.dtype, 3), f"softmax of x with shape {x.shape} (3 arrays of its size)",
                      "Apply it to fewer rows at a time.")
+    return _softmax(x, axis)
+
+
+def _softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The formula of :func:`softmax`, for arrays already checked."""
     shifted = x - np.max(x, axis=axis, keepdims=True)  # (..., S), largest entry 0
     exps = np.exp(shifted)  # (..., S), in (0, 1]
     return exps / np.sum(exps, axis=axis, keepdims=True)  # (..., S), rows sum to 1
@@ -115,8 +120,13 @@ def attention_scores(query: np.ndarray, key: np.ndarray, *, scale: float | None 
     check_ndim(key, "key", 2, "(..., S, d_k)")
     check_widths(query, key)
     batch = broadcast_shape(query.shape[:-2], key.shape[:-2], "the batch axes of query and key")
-    refuse_dense_scores(f"attention_scores of query {query.shape} with key {key.shape}",
-                        batch + query.shape[-2:-1] + key.shape[-2:-1], np.result_type(query, key), 2)
+    refuse_dense_scores("attention_scores", query.shape, key.shape, batch + query.shape[-2:-1] + key.shape[-2:-1],
+                        np.result_type(query, key), 2)
+    return _scores(query, key, scale)
+
+
+def _scores(query: np.ndarray, key: np.ndarray, scale: float | None) -> np.ndarray:
+    """The formula of :func:`attention_scores`, for arrays already checked; scores that overflow are refused."""
     if scale is None:
         scale = 1.0 / math.sqrt(key.shape[-1])
     scores = (query @ np.swapaxes(key, -1, -2)) * scale  # (..., L, S)
@@ -147,6 +157,11 @@ def masked_softmax(
                      "causal=True), which masks without any (L, S) array.")
     if fully_masked == "raise":
         refuse_empty_rows(allowed)
+    return _masked_softmax(scores, allowed, fully_masked)
+
+
+def _masked_softmax(scores: np.ndarray, allowed: np.ndarray, fully_masked: str) -> np.ndarray:
+    """The formula of :func:`masked_softmax`, for arrays already checked (a "raise" policy included)."""
     kept = np.where(allowed, scores, -np.inf)  # (..., S): allowed scores, -inf elsewhere
     row_max = np.max(kept, axis=-1, keepdims=True)  # (..., 1), -inf on a row with nothing allowed
     empty = np.isneginf(row_max)  # (..., 1)
@@ -186,13 +201,15 @@ def scaled_dot_product_attention(
         allowed = as_allowed_mask(mask, "mask")
         broadcast_shape(scores_shape, allowed.shape, "scores (..., L, S) and mask")
         check_mask_reading(allowed.shape, scores_shape)
-    refuse_dense_scores(f"scaled_dot_product_attention of query {np.shape(query)} with key {np.shape(key)}",
-                        scores_shape, np.result_type(inputs.query, inputs.key), 5 if mask is None else 6)
-    scores = attention_scores(inputs.query, inputs.key, scale=scale)  # (..., L, S)
+        if fully_masked == "raise":
+            refuse_empty_rows(allowed)
+    refuse_dense_scores("scaled_dot_product_attention", np.shape(query), np.shape(key), scores_shape,
+                        np.result_type(inputs.query, inputs.key), 5 if mask is None else 6)
+    scores = _scores(inputs.query, inputs.key, scale)  # (..., L, S)
     if mask is None:
-        weights = softmax(scores)  # (..., L, S)
+        weights = _softmax(scores)  # (..., L, S)
     else:
-        weights = masked_softmax(scores, mask, fully_masked=fully_masked)  # (..., L, S)
+        weights = _masked_softmax(scores, allowed, fully_masked)  # (..., L, S)
     output = weights @ inputs.value  # (..., L, d_v)
     return AttentionResult(*inputs.restore(output, weights, scores))
 
@@ -333,8 +350,8 @@ def multi_head_attention(
             check_mask_reading(mask.shape, batch + (n_q, n_k))
             mask = mask[None]  # (1, L, S): the same for every head, never read as (H, S)
         broadcast_shape(batch + (params.n_heads, n_q, n_k), mask.shape, "scores (..., H, L, S) and mask")
-    refuse_dense_scores(f"multi_head_attention of x_query {x_query.shape} with x_kv {x_kv.shape}",
-                        batch + (params.n_heads, n_q, n_k), np.result_type(x_query, x_kv), 5)
+    refuse_dense_scores("multi_head_attention", x_query.shape, x_kv.shape, batch + (params.n_heads, n_q, n_k),
+                        np.result_type(x_query, x_kv), 5 if mask is None else 6)
     q = split_heads(x_query @ params.w_q, params.n_heads)  # (..., H, L, d_head)
     k = split_heads(x_kv @ params.w_k, params.n_heads)  # (..., H, S, d_head)
     v = split_heads(x_kv @ params.w_v, params.n_heads)  # (..., H, S, d_head)

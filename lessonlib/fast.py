@@ -51,6 +51,7 @@ from lessonlib._checks import (
     overflow_message,
     refuse_dense_scores,
     refuse_empty_rows,
+    refuse_nonfinite,
     refuse_oversized,
 )
 from lessonlib._machine import (  # the thread setting and runner are part of this module's API
@@ -149,10 +150,17 @@ def _scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 # --- dense attention ----------------------------------------------------------------------------------
 
 
-def _sum_of_squares(x: np.ndarray) -> float:
-    """|x|^2 summed over every entry of the finite ``x`` (one BLAS dot); inf when the squares overflow."""
+def _sum_of_squares(x: np.ndarray, name: str) -> float:
+    """|x|^2 summed over every entry (one BLAS dot), refusing NaN and inf with the reference's error.
+
+    A NaN or inf entry makes the sum non-finite; only then are the entries counted, which raises.
+    Finite entries whose squares overflow give inf.
+    """
     flat = x.ravel()  # a view of a contiguous array
-    return float(np.dot(flat, flat))
+    total = float(np.dot(flat, flat))
+    if not math.isfinite(total):
+        refuse_nonfinite(x, name)
+    return total
 
 
 @functools.cache
@@ -172,7 +180,10 @@ def scores_stay_finite(scale: float, query_squares: float, key_squares: float, d
     for name, squares in (("query_squares", query_squares), ("key_squares", key_squares)):
         if not check_real(squares, name, allow_inf=True) >= 0:  # inf: the squares overflowed
             raise ValueError(f"{name} is a sum of squares, so it cannot be negative; got {squares}")
-    dtype = as_dtype(dtype, kinds="f")
+    return _scores_stay_finite(scale, query_squares, key_squares, as_dtype(dtype, kinds="f"))
+
+
+def _scores_stay_finite(scale: float, query_squares: float, key_squares: float, dtype: np.dtype) -> bool:
     return abs(scale) * math.sqrt(query_squares * key_squares) < _exp_limits(dtype)[0]
 
 
@@ -286,7 +297,7 @@ def scaled_dot_product_attention(
     check_policy(fully_masked)
     scale = check_scale(scale)
     need_weights = check_flag(need_weights, "need_weights")
-    inputs = attention_inputs(query, key, value)  # NaN and inf refused here, by one sum over each
+    inputs = attention_inputs(query, key, value, finite=False)  # NaN and inf: below, before any work
     q, k, v = inputs.query, inputs.key, inputs.value  # (..., L, d_k), (..., S, d_k), (..., S, d_v)
     n_q, n_k, dtype = q.shape[-2], k.shape[-2], np.result_type(q, k)
     scale = 1.0 / math.sqrt(k.shape[-1]) if scale is None else scale
@@ -300,18 +311,22 @@ def scaled_dot_product_attention(
             refuse_empty_rows(allowed)
         blocked = ~allowed  # as given, so a broadcast mask is inverted once and small
     batch = _batch(shape[:-2], v.shape[:-2])
-    call = f"lessonlib.fast.scaled_dot_product_attention of query {np.shape(query)} with key {np.shape(key)}"
     if need_weights:  # scores and weights, each (..., L, S)
-        refuse_dense_scores(call, batch + (n_q, n_k), dtype, 3)
+        refuse_dense_scores("lessonlib.fast.scaled_dot_product_attention", np.shape(query), np.shape(key),
+                            batch + (n_q, n_k), dtype, 3)
     else:  # the output and the products beside it, (..., L, d_v) and (..., L, d_v + 1)
         refuse_oversized(array_bytes(batch + (n_q, 2 * v.shape[-1] + 1), np.result_type(dtype, v)),
-                         f"{call} (its output)", "Use a smaller batch or fewer queries per call.")
+                         f"lessonlib.fast.scaled_dot_product_attention of query {np.shape(query)} (its output)",
+                         "Use a smaller batch or fewer queries per call.")
+    # NaN and inf: the sums of squares find them in query and key (they bound the scores too), one sum in value
+    squares = _sum_of_squares(q, "query"), _sum_of_squares(k, "key")
+    refuse_nonfinite(v, "value")
     if need_weights and batch + (n_q, n_k) != scores_shape:
         # The mask or the value adds batch axes, so the reference's scores have fewer axes than
         # its weights or output. Rare; give exactly the reference's result, shapes and all.
         return attention.scaled_dot_product_attention(query, key, value, mask=mask, scale=scale,
                                                       fully_masked=fully_masked)
-    scores_finite = scores_stay_finite(scale, _sum_of_squares(q), _sum_of_squares(k), dtype)
+    scores_finite = _scores_stay_finite(scale, *squares, dtype)
     shape, out_dtype = batch + (n_q, n_k), np.result_type(dtype, v)
     blocked_rows = blocks_pay(n_q * n_k * dtype.itemsize, keep_weights=need_weights)
     blocks = row_blocks(shape, dtype.itemsize) if blocked_rows else [(Ellipsis,)]
@@ -377,7 +392,7 @@ def masked_softmax(scores: np.ndarray, allowed: np.ndarray, *, fully_masked: Ful
     weights = np.empty(shape, dtype=scores.dtype)  # (..., S)
 
     def normalise(block: Block) -> None:
-        np.copyto(weights[block], attention.masked_softmax(scores[block], allowed[block], fully_masked=fully_masked))
+        np.copyto(weights[block], attention._masked_softmax(scores[block], allowed[block], fully_masked))
 
     run_blocks(normalise, row_blocks(shape, scores.itemsize))
     return weights
