@@ -365,17 +365,18 @@ DENSE_WAY_OUT = ("Use lessonlib.tiled_attention (the same output without any (L,
 
 
 def refuse_dense_scores(function: str, query_shape: tuple[int, ...], key_shape: tuple[int, ...],
-                        scores_shape: tuple[int, ...], dtype: np.dtype, copies: int) -> None:
+                        scores_shape: tuple[int, ...], dtype: np.dtype, copies: int,
+                        names: tuple[str, str] = ("query", "key")) -> None:
     """Refuse dense attention whose ``copies`` arrays of ``scores_shape`` (..., L, S) would not fit.
 
-    ``function`` is named in the message with the shapes of the query and key it was given. The
-    message is only written when the size is worth comparing with the memory (every call pays
-    for this check, so it stays a few multiplications).
+    ``function`` is named in the message with the shapes of the arguments ``names`` that set L and
+    S. The message is only written when the size is worth comparing with the memory (every call
+    pays for this check, so it stays a few multiplications).
     """
     n_bytes = array_bytes(scores_shape, dtype, copies)
     if n_bytes >= ALWAYS_FITS:
-        refuse_oversized(n_bytes, f"{function} of query {query_shape} with key {key_shape} ({copies} arrays of "
-                                  f"shape {scores_shape}, {np.dtype(dtype)})", DENSE_WAY_OUT)
+        refuse_oversized(n_bytes, f"{function} of {names[0]} {query_shape} with {names[1]} {key_shape} ({copies} "
+                                  f"arrays of shape {scores_shape}, {np.dtype(dtype)})", DENSE_WAY_OUT)
 
 
 # --- attention inputs --------------------------------------------------------------------------------

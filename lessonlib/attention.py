@@ -351,7 +351,7 @@ def multi_head_attention(
             mask = mask[None]  # (1, L, S): the same for every head, never read as (H, S)
         broadcast_shape(batch + (params.n_heads, n_q, n_k), mask.shape, "scores (..., H, L, S) and mask")
     refuse_dense_scores("multi_head_attention", x_query.shape, x_kv.shape, batch + (params.n_heads, n_q, n_k),
-                        np.result_type(x_query, x_kv), 5 if mask is None else 6)
+                        np.result_type(x_query, x_kv), 5 if mask is None else 6, names=("x_query", "x_kv"))
     q = split_heads(x_query @ params.w_q, params.n_heads)  # (..., H, L, d_head)
     k = split_heads(x_kv @ params.w_k, params.n_heads)  # (..., H, S, d_head)
     v = split_heads(x_kv @ params.w_v, params.n_heads)  # (..., H, S, d_head)
