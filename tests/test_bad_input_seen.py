@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import signal
+import sys
 import threading
 import time
 import tracemalloc
@@ -298,6 +299,41 @@ def test_the_limit_also_interrupts_off_the_main_thread_and_through_except_except
     assert "did not return" in check("masked_softmax", stubborn, quiet=True).message
 
 
+def _loop_seconds() -> float:
+    """The fastest of three runs of a plain Python loop, traced as a coverage or line-count tool would."""
+    def count():
+        total = 0
+        for i in range(2_000):
+            total += i
+
+    def tracer(frame, event, arg):
+        return tracer
+
+    def run():
+        for _ in range(3):
+            sys.settrace(tracer)
+            start = time.perf_counter()
+            count()
+            sys.settrace(None)
+            times.append(time.perf_counter() - start)
+
+    times: list[float] = []
+    runner = threading.Thread(target=run, daemon=True)  # so that a loop slowed for good fails instead of hanging
+    runner.start()
+    runner.join(5.0)
+    return min(times) if len(times) == 3 else math.inf
+
+
+def test_the_kernel_runs_at_full_speed_after_a_check_off_the_main_thread(short_limit):
+    """Withdrawing an exception handed to a thread would leave the interpreter checking for one at every
+    instruction from then on: a traced loop once ran over forty times slower after such a check."""
+    before = _loop_seconds()
+    worker = threading.Thread(target=lambda: check("masked_softmax", _forever, quiet=True))
+    worker.start()
+    worker.join(5.0)
+    assert _loop_seconds() < 10 * before
+
+
 def test_the_limit_constant_is_stated_in_the_docstring():
     assert checker_module.CASE_TIME_LIMIT == 60.0
     assert f"CASE_TIME_LIMIT ({checker_module.CASE_TIME_LIMIT:g}) seconds" in check.__doc__
@@ -316,6 +352,18 @@ def test_a_deadline_that_never_fires_changes_nothing_and_a_keyboard_interrupt_st
         check("masked_softmax", interrupted, quiet=True)
     with pytest.raises(CaseTimeout), Deadline(0.05):
         raise CaseTimeout  # one that did not come from the deadline is not its to swallow
+
+
+def test_deadlines_nest_and_each_puts_back_the_timer_and_handler_it_found():
+    with Deadline(0.6) as outer:
+        with Deadline(0.05) as inner:
+            _forever(None, None)
+        assert inner.passed and not outer.passed
+        assert signal.getsignal(signal.SIGALRM) == outer._on_alarm
+        assert 0.0 < signal.getitimer(signal.ITIMER_REAL)[0] < 0.6  # what the outer one had left
+        _forever(None, None)
+    assert outer.passed and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
 
 
 def test_check_caps_what_the_answer_prints_and_says_how_much_was_cut(capsys):

@@ -25,10 +25,18 @@ import time
 from types import TracebackType
 
 REPEAT_SECONDS = 0.1  # after the limit, the interruption is repeated this often until the function ends
+DRAIN_SECONDS = 1.0  # at most this long spent on leaving, to let an interruption handed to a thread arrive
 
 
 class CaseTimeout(BaseException):
     """Raised inside a function that ran past its time limit."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        _handed_over.discard(threading.get_ident())  # raised at last: nothing waits for this thread now
+
+
+_handed_over: set[int] = set()  # threads handed a CaseTimeout by a watchdog that has not been raised yet
 
 
 class Deadline:
@@ -36,7 +44,7 @@ class Deadline:
 
     ``passed`` tells afterwards whether it fired. A CaseTimeout of its own that reaches the end of
     the block is swallowed there (the caller reads ``passed``); everything is put back as it was on
-    leaving, even when the interruption arrives while leaving.
+    leaving, even when the interruption arrives while leaving, and a Deadline may run inside another.
     """
 
     def __init__(self, seconds: float) -> None:
@@ -59,6 +67,7 @@ class Deadline:
             self._previous_timer = signal.setitimer(signal.ITIMER_REAL, self.seconds, REPEAT_SECONDS)
         else:
             self._thread_id = threading.get_ident()
+            self._lock = threading.Lock()  # an exception is handed over only while the block runs
             self._done = threading.Event()
             self._watcher = threading.Thread(target=self._watch, name="lessonlib-check-deadline", daemon=True)
             self._watcher.start()
@@ -72,15 +81,19 @@ class Deadline:
         """The watchdog thread: after ``seconds``, interrupt the thread running the block, again and again."""
         if self._done.wait(self.seconds):
             return
-        while not self._done.is_set() and self._fire():
-            _set_async_exception(self._thread_id, CaseTimeout)
+        while not self._done.is_set():
+            with self._lock:
+                if not self._fire():
+                    return
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id),
+                                                           ctypes.py_object(CaseTimeout))
+                _handed_over.add(self._thread_id)  # after handing over: if raised in between, only a wait is lost
             self._done.wait(REPEAT_SECONDS)
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> bool:
         while True:  # an interruption arriving while this runs is caught and the clean-up started again
             try:
-                self._active = False
                 self._stop()
                 break
             except CaseTimeout:
@@ -90,21 +103,36 @@ class Deadline:
     def _stop(self) -> None:
         """Disarm: the timer and handler put back (an earlier timer with what it had left), or the watchdog ended."""
         if self._use_signal:
+            self._active = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._previous_handler)
             delay, interval = self._previous_timer
             if delay:
                 delay = max(delay - (time.monotonic() - self._start), 1e-6)
             signal.setitimer(signal.ITIMER_REAL, delay, interval)
-            signal.signal(signal.SIGALRM, self._previous_handler)
         else:
+            with self._lock:
+                self._active = False
             self._done.set()
             self._watcher.join()
-            _set_async_exception(self._thread_id, None)  # one handed over but not yet raised is withdrawn
+            self._drain()
 
+    def _drain(self) -> None:
+        """Let an exception the watchdog handed over and that has not been raised yet be raised here, and catch it.
 
-def _set_async_exception(thread_id: int, exception: type[BaseException] | None) -> None:
-    """Raise ``exception`` in the thread ``thread_id`` at its next Python instruction (None withdraws one)."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), ctypes.py_object(exception) if exception is not None else ctypes.c_void_p(None))
+        It is raised at the thread's next check for one, which a loop reaches at once. It is not
+        withdrawn instead, because withdrawing one (``PyThreadState_SetAsyncExc`` with NULL) leaves
+        the interpreter checking at every instruction from then on, which slows all later code,
+        traced code above all. The wait is bounded, in case C code swallowed one unseen.
+        """
+        end = time.monotonic() + DRAIN_SECONDS
+        while self._thread_id in _handed_over and time.monotonic() < end:
+            try:
+                for _ in range(100):
+                    pass
+            except CaseTimeout:
+                pass
+        _handed_over.discard(self._thread_id)
 
 
 class CappedOutput(io.TextIOBase):
