@@ -23,10 +23,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[lab,test]'
 	touch $(STAMP)
 
-# Serves the whole course (notebooks/, exercises/, solutions/) and opens the map of the lesson.
+# Serves the whole course (notebooks/, exercises/, solutions/) and opens the map of the lesson. `jupyter lab`
+# takes its landing page from LabApp.default_url (the link it prints, the page the browser opens, where /
+# leads), which overrides ServerApp's; tests/browser/test_make_lab.py starts this target and reads the page.
+# Started in the background, the server ignores Ctrl+C: `.venv/bin/jupyter server stop 8888` (its port).
+LAB_PAGE := /lab/tree/notebooks/00_start_here.ipynb
 lab: $(STAMP)
 	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) --ServerApp.root_dir=. \
-	    --ServerApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
+	    --LabApp.default_url=$(LAB_PAGE)
 
 test: lint unit verify-exercises notebooks kernels
 

@@ -15,9 +15,10 @@ Two attacks, each through the command line as an instructor runs it:
 
     python benchmarks/containment.py                        # both attacks, as the default sizes
     python benchmarks/containment.py --attack memory --children 6 --mb 900 --memory 1024
-    python benchmarks/containment.py --attack lifetime --isolation limits
+    python benchmarks/containment.py --attack lifetime --isolation limits   # as root alone
 
-Run it as root and as an ordinary user: the limits that hold differ (see the instructor guide).
+Run it as root and as an ordinary user: the limits that hold differ (see the instructor guide);
+level limits refuses an ordinary user's graded work, so ``--isolation limits`` needs root.
 It reports, it does not assert; tests/test_grading_lifetime.py asserts.
 """
 

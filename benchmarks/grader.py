@@ -15,7 +15,7 @@ agree for every learner and exercise. Both run with the same number of processes
     python benchmarks/grader.py                  # 40 learners, 2 at a time (a few minutes)
     python benchmarks/grader.py --learners 8     # a quick look
     python benchmarks/grader.py --keep DIR       # keep the learner folders and the gradebook in DIR
-    python benchmarks/grader.py --isolation limits   # the grader without the bubblewrap sandbox
+    python benchmarks/grader.py --isolation limits   # without the bubblewrap sandbox (as root alone)
 
 Timings depend on the machine and on what else runs on it: the script reports, it does not assert.
 """

@@ -1,5 +1,8 @@
 """CITATION.cff is a valid Citation File Format 1.2.0 file and agrees with pyproject.toml.
 
+The repository's address is pyproject.toml's ``[project.urls]`` Repository: CITATION.cff's
+``repository-code``, and every install and clone line of the README and the instructor guide, use it.
+
 The schema in tests/data/citation-file-format-1.2.0.schema.json is the Citation File Format
 project's own JSON schema for version 1.2.0 (its ``$id`` is
 https://citation-file-format.github.io/1.2.0/schema.json; CC BY 4.0), copied unchanged so the
@@ -10,6 +13,8 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +23,9 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import course_tables as ct  # noqa: E402
+
 SCHEMA_PATH = ROOT / "tests" / "data" / "citation-file-format-1.2.0.schema.json"
 
 
@@ -80,3 +88,29 @@ def test_citation_agrees_with_pyproject() -> None:
     licence_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     for name in ("MIT License", "Creative Commons Attribution 4.0 International"):
         assert name in licence_text, f"LICENSE does not state the {name}"
+
+
+
+
+def _pyproject() -> dict[str, Any]:
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+def test_the_repository_has_one_address() -> None:
+    url = _pyproject()["urls"]["Repository"]
+    assert citation()["repository-code"] == url, "CITATION.cff's repository-code is pyproject.toml's Repository"
+    for name in ("README.md", "docs/instructor-guide.md"):
+        text = (ROOT / name).read_text(encoding="utf-8")
+        assert "<repo-url>" not in text, f"{name} still says <repo-url>: give {url}"
+        installs = re.findall(r"git\+(https://[^\s\"'`@]+)", text)
+        clones = re.findall(r"git clone (https://\S+)", text)
+        assert installs or name != "README.md", "the README's install lines name the repository"
+        for found in installs + clones:
+            assert found == url, f"{name} installs or clones {found}, pyproject.toml says {url}"
+
+
+def test_citation_counts_the_notebooks() -> None:
+    said = re.search(r"\b(\w+) notebooks\b", citation()["abstract"], re.I)
+    count = len(list((ROOT / "notebooks").glob("*.ipynb")))
+    assert said and said[1].lower() == ct.in_words(count), f"CITATION.cff's abstract should count {count} notebooks"

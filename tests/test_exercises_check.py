@@ -354,7 +354,8 @@ def _headings(path: Path) -> set[str]:
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
-                match = re.match(r"^#{1,6}\s+(?:\d+\.\s+)?(.*?)\s*$", line)  # drop a "3. " section number
+                # drop a "3. " section number and a " [unit · everything]" route mark
+                match = re.match(r"^#{1,6}\s+(?:\d+\.\s+)?(.*?)(?:\s+\[[a-z ·]+\])?\s*$", line)
                 if match:
                     found.add(match.group(1))
     return found

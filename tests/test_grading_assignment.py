@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -83,12 +84,13 @@ def test_one_notebook_is_the_whole_assignment_everywhere(tmp_path: Path, capsys:
     assert "## 01_scaling" not in ann and "| 01_scaling |" not in ann
     for name in ("ann.md", "bo.md"):
         assert "not submitted" not in (out / "feedback" / name).read_text()
-    state = json.loads((out / ".grading" / "state.json").read_text())
-    assert state["notebooks"] == [MASKING]
+    with sqlite3.connect(tmp_path / "gradebook.db") as conn:  # the seed lives in the gradebook alone
+        notebooks, stored_seed = conn.execute("SELECT notebooks, seed FROM assignments WHERE name = 'out'").fetchone()
+    assert json.loads(notebooks) == [MASKING] and not (out / ".grading" / "state.json").exists()
 
     # the same notebooks into another folder with the same --seed: the same points and diagnoses
     again = tmp_path / "again"
-    seed = str(state["seed"])
+    seed = str(stored_seed)
     assert _grade(capsys, str(folder), "--out", str(again), "--notebooks", MASKING, "--seed", seed)[0] == 0
     assert [(r["learner"], r["points"], r["diagnosis"]) for r in _rows(again / "grades.csv")] == \
         [(r["learner"], r["points"], r["diagnosis"]) for r in _rows(out / "grades.csv")]

@@ -179,6 +179,36 @@ def test_a_zip_bomb_is_refused_before_it_fills_the_disk(tmp_path: Path, monkeypa
     assert not (tmp_path / "out").exists()
 
 
+def test_a_zip_that_packs_far_more_than_notebooks_do_is_refused_before_unpacking(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """64 MB of zeros in 64 kB: well under the 2 GB cap, which once let a 1.85 MB zip unpack to 1.9 GB,
+    and a thousand times what it takes packed. The command line refuses it, naming the entry and the
+    ratio, before writing anything."""
+    archive = tmp_path / "submissions.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("smithbob_340934_208490100_02_masking.ipynb", _nb("02_masking.ipynb"))
+        with zf.open("jonesamy_412233_208490300_02_masking.ipynb", "w") as entry:
+            for _ in range(64):
+                entry.write(bytes(1 << 20))
+    assert archive.stat().st_size < (1 << 20)
+    out = tmp_path / "week2"
+    code = cli.main(["grade", str(archive), "--out", str(out), "--timezone", "UTC", "--quiet"])
+    _, err = capsys.readouterr()
+    assert code == 2, err
+    assert "the entry 'jonesamy_412233_208490300_02_masking.ipynb' would unpack to 67,108,864 bytes" in err
+    assert f"more than the {unzip.MAX_RATIO} times a notebook packs to (a zip bomb?)" in err
+    assert not (out / ".grading" / "unpacked").exists()
+
+
+def test_a_zip_whose_small_entries_together_pack_too_well_is_refused(tmp_path: Path) -> None:
+    """Entries below the size where one is judged alone (they may even share their packed bytes)
+    are judged together, against the zip's own size."""
+    archive = _zip(tmp_path / "bomb.zip", {f"{n}.ipynb": bytes(unzip.RATIO_FROM) for n in range(4)})
+    with pytest.raises(DownloadError, match=r"it would unpack to 4,194,304 bytes from [\d,]+, [\d,]+ times"):
+        unpack(archive, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_zip_whose_entry_lies_about_its_size_is_refused(tmp_path: Path) -> None:
     archive = _zip(tmp_path / "liar.zip", {"a.ipynb": b"\0" * (4 << 20)})
     data = bytearray(archive.read_bytes())
@@ -199,7 +229,7 @@ def test_grading_the_download_zip_finds_its_learners_and_flags_a_wrong_notebook(
     })
     out = tmp_path / "out"
     code = cli.main(["grade", str(archive), "--out", str(out), "--notebooks", "02_masking", "--timeout", "2",
-                     "--memory", "512", "--workers", "1", "--quiet"])
+                     "--memory", "512", "--workers", "1", "--quiet", "--timezone", "UTC"])
     _, err = capsys.readouterr()
     assert code == 0, err
     learners = {lr["key"]: lr for lr in json.loads((out / "grades.json").read_text())["learners"]}

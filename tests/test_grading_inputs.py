@@ -329,7 +329,7 @@ def test_cli_messages_escape_what_they_quote(tmp_path: Path, capsys: pytest.Capt
     missing = tmp_path / "\x1b[2Jgone"
     assert cli.main(["grade", str(missing), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "\x1b" not in err and "\\x1b[2Jgone: no such notebook or folder" in err
+    assert "\x1b" not in err and "\\x1b[2Jgone: no such notebook, zip or folder" in err
 
 
 # --- row 10: symbolic links are refused everywhere ----------------------------------------------------

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from grading_submissions import masking, write_learner
 
-from lessonlib.grading.isolation import cgroups, sandbox, workers
+from lessonlib.grading.isolation import cgroups, sandbox, wire, workers
 from lessonlib.grading.isolation.sandbox import Limits
 
 REQUIRED = os.environ.get("REQUIRE_BUBBLEWRAP") == "1"
@@ -65,12 +65,16 @@ def masked_softmax(scores, allowed):
 '''
 
 
-def _level(level: str) -> list[str]:
+def _level(level: str, *, graded: bool = True) -> list[str]:
+    """``--isolation level``, or a skip where it is not to be had (``graded``: for ``lessonlib grade``,
+    which refuses level limits to an ordinary user; a worker started by hand runs there)."""
     if level == "bubblewrap" and sandbox.bwrap() is None:
         assert not REQUIRED, "REQUIRE_BUBBLEWRAP=1 but bwrap is not installed"
         pytest.skip("bubblewrap is not installed (Debian/Ubuntu: apt install bubblewrap)")
     if level == "limits" and (why := sandbox.python_refused_to_nobody()):
         pytest.skip(f"level limits is not available here: {why}")
+    if level == "limits" and graded and os.geteuid() != 0:
+        pytest.skip("level limits refuses an ordinary user's graded work: learner code would own the gradebook")
     return ["--isolation", level]
 
 
@@ -254,7 +258,7 @@ def test_a_control_group_holds_kills_and_is_removed() -> None:
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
         group.adopt([sleeper.pid])
-        events = group.open_events()
+        (events,) = group.open_events()  # no measured group: the worker's own counter alone
         assert "oom_kill 0" in os.pread(events, 4096, 0).decode().splitlines()
         os.close(events)
         forks = "read go; for i in 1 2 3 4 5 6; do sleep 60 & done; wait"  # forks once it is in the group
@@ -276,9 +280,61 @@ def test_a_control_group_holds_kills_and_is_removed() -> None:
     assert all(not f.exists() for f in group.folders) and group.folders == []
 
 
+def test_a_measured_child_joins_a_group_of_its_own_and_its_peak_is_read_there() -> None:
+    """The grading process opens the measured group's files; a process given the descriptors (as
+    the zygote's child is) joins by writing 0 and its peak is read through the other. The peak
+    counts what it allocated after joining, whatever it does to its own counters."""
+    plan = cgroups.detect()
+    if not plan.peak:
+        pytest.skip(f"no control group with a peak memory file here: {plan.reason or plan.kind}")
+    group = cgroups.new_group(plan, 998, 256 * 2**20, 8, measured=2)
+    assert group is not None
+    group.create()
+    try:
+        assert [f.name for f in group.measured_groups()] == ["measured-0", "measured-1"]
+        join, peak, *_ = group.open_measured()
+        hoard = ("import os, sys\nos.write(int(sys.argv[1]), b'0')\nos.close(int(sys.argv[1]))\n"
+                 "x = bytearray(64 * 2**20)\nx[::4096] = b'x' * len(x[::4096])")
+        done = subprocess.run([sys.executable, "-c", hoard, str(join)], pass_fds=[join], timeout=60)
+        assert done.returncode == 0
+        assert int(os.pread(peak, 64, 0)) >= 64 * 2**20
+        os.close(join)
+        os.close(peak)
+    finally:
+        group.kill()
+        group.remove()
+    assert group.folders == [] and group.inner == []
+
+
+def test_the_zygote_reads_a_measured_child_s_peak_from_its_own_group(tmp_path: Path) -> None:
+    """A task whose cases trace memory: the worker gets a measured group per such child, the child
+    joins it before learner code runs, and the zygote reports that group's peak (64 MB held here)."""
+    plan = cgroups.detect()
+    if not plan.peak:
+        pytest.skip(f"no control group with a peak memory file here: {plan.reason or plan.kind}")
+    _level("limits", graded=False)
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    limits = workers.contained_limits(Limits(cpu_seconds=10, memory_mb=512), plan)
+    hoard = "def masked_softmax():\n    x = bytearray(64 * 2**20)\n    x[::4096] = b'x' * len(x[::4096])\n    return 0"
+    case = {"id": "public-1", "call": True, "trace_memory": True, "args": wire.encode_args((), [])}
+    task = {"key": "02_masking--masked_softmax", "exercise": "masked_softmax", "cases": [case],
+            "program": [{"label": "answer", "filename": "<answer>", "source": hoard}]}
+    job = {**workers.job_head("limits", limits.for_job(sandbox.nproc_base("limits", 1))), "tasks": [task]}
+    workers.write_job(job_dir, job)
+    assert workers.measured_children(job) == 1
+    worker = workers.start_worker(job_dir, "limits", limits, protected=[], plan=plan, measured=1)
+    try:
+        worker.process.wait(timeout=60)
+    finally:
+        workers.stop_worker(worker)
+    (result,) = [h for h, _ in workers.read_records(job_dir, limits) if h.get("kind") == "result"]
+    assert result["fate"]["group_peak_kb"] >= 64 * 1024, result["fate"]
+
+
 def test_a_worker_whose_lifeline_breaks_ends_what_it_started(tmp_path: Path) -> None:
     """kill -9 of the grader, seen from the worker: the lifeline breaks, nothing else happens."""
-    _level("limits")
+    _level("limits", graded=False)
     job_dir = tmp_path / "job"
     job_dir.mkdir()
     limits = workers.contained_limits(Limits(cpu_seconds=30), cgroups.Plan())
@@ -318,7 +374,7 @@ def test_the_memory_limit_that_held_is_recorded_with_the_isolation(tmp_path: Pat
 def test_an_exercise_that_sleeps_holds_the_clock_once(tmp_path: Path) -> None:
     """The public and the hidden cases share the exercise's time on the clock: when the public
     child sleeps past it, the hidden child is never started (and ends as the public one did)."""
-    _level("limits")
+    _level("limits", graded=False)
     job_dir = tmp_path / "job"
     job_dir.mkdir()
     limits = workers.contained_limits(Limits(cpu_seconds=0.5), cgroups.Plan())

@@ -69,7 +69,7 @@ def test_a_canvas_assignment_worth_100_gets_grades_scaled_to_100(tmp_path: Path)
 def test_a_new_canvas_column_is_worth_the_assignment_s_points(tmp_path: Path) -> None:
     path = tmp_path / "gradebook.csv"
     path.write_text(CANVAS_HEADER + "    Points Possible,,,,,100,\n\"Smith, Bob\",340934,S1,bsmith,A,,50\n")
-    roster = read_roster(path, "Week 3 lab")
+    roster = read_roster(path, "Week 3 lab", new_column=True)
     assert roster.new_column and roster.points_possible is None
     lines = lms_import_text(roster, match(roster, [_result("bob", "340934", 7, most=14)]), 14).splitlines()
     assert lines[1:] == ["    Points Possible,,,,,14", '"Smith, Bob",340934,S1,bsmith,A,7']

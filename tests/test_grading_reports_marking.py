@@ -71,8 +71,11 @@ def test_anonymised_by_default_with_a_key_file_the_page_does_not_hold(tmp_path: 
     assert labels == [f"Learner {n}" for n in range(1, 5)]
     for label in labels:
         assert label in text  # every learner is on the page, by number
-    numbers = marking.learner_numbers(list(NAMES))
-    assert numbers == marking.learner_numbers(sorted(NAMES, reverse=True))  # stable, whatever the order
+    secret = b"the course's secret"
+    numbers = marking.learner_numbers(list(NAMES), secret)
+    assert numbers == marking.learner_numbers(sorted(NAMES, reverse=True), secret)  # stable, whatever the order
+    orders = {tuple(sorted(NAMES, key=marking.learner_numbers(list(NAMES), bytes([n])).get)) for n in range(40)}
+    assert len(orders) > 10  # the order depends on the secret: the keys alone do not give it away
     assert "Not graded yet" in text and "not attempted (1)" in text
 
 

@@ -11,7 +11,7 @@ from report_pages import HOSTILE_ANSWER, assert_alone
 
 from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.reports import similarity
-from lessonlib.grading.reports.course import course_files, exercise_stubs
+from lessonlib.grading.reports.course import CourseFile, course_files, exercise_stubs
 
 ROOT = Path(__file__).resolve().parents[1]  # the course checkout these tests come from, installed package or not
 
@@ -167,3 +167,92 @@ def test_identical_files_from_the_gradebook_across_runs(tmp_path: Path) -> None:
     assert [(i.notebook, i.learners) for i in found] == [("02_masking.ipynb", ("ann (ann)", "eve (eve)"))]
     page = similarity.similarity_report_html([], [], answers=0, identical=found)
     assert "ann (ann); eve (eve)" in assert_alone(page).words
+
+
+# LOOPS with a statement that does nothing after each one, and the two statements that do not depend
+# on each other swapped: the copy the fingerprints used to miss
+PADDED = HEADER + '''    pass
+    scores = np.asarray(scores, dtype=float)
+    0
+    result = np.zeros_like(scores)
+    scores
+    allowed = np.broadcast_to(allowed, scores.shape)
+    None
+    for index in np.ndindex(scores.shape[:-1]):
+        keep = allowed[index]
+        pass
+        if keep.any():
+            row = scores[index][keep]
+            row
+            weights = np.exp(row - row.max())
+            ...
+            result[index][keep] = weights / weights.sum()
+            pass
+    result = result
+    return result
+'''
+# a learner who shares a misconception the package models (lessonlib.exercises), and a one-line answer
+MISCONCEPTION = HEADER + '''    s = np.where(np.broadcast_to(allowed, np.shape(scores)), scores, -np.inf)
+    top = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isneginf(top), 0.0, top))
+    return e / e.sum()
+'''
+ONE_LINE = HEADER + '''    return np.exp(scores) * allowed / (np.exp(scores) * allowed).sum(-1, keepdims=True)
+'''
+
+
+def _answers(tmp_path: Path, answers: dict[str, str]) -> list[similarity.Answer]:
+    learners = []
+    for key, code in answers.items():
+        folder = write_learner(tmp_path / key, {"02_masking.ipynb": notebook(
+            "02_masking.ipynb", answers={"masked_softmax": code}, source=EXERCISES)})
+        learners.append(Learner(key, key, {"02_masking.ipynb": folder / "02_masking.ipynb"}))
+    return similarity.learner_answers(learners)
+
+
+def test_statements_that_do_nothing_and_a_new_order_hide_no_copy(tmp_path: Path) -> None:
+    stubs = exercise_stubs(ROOT / "exercises")
+    pairs, _ = similarity.find_matches(_answers(tmp_path, {"ann": LOOPS, "pad": PADDED}), [], stubs)
+    assert [(m.exercise, m.left, m.right) for m in pairs] == [("masked_softmax", "ann (ann)", "pad (pad)")]
+    assert min(pairs[0].left_share, pairs[0].right_share) == 1.0  # the same code, once put in one form
+    assert "pass" not in pairs[0].right_text and "    0\n" not in pairs[0].right_text  # shown as compared
+
+
+def test_misconception_models_and_one_liners_are_not_copies_of_the_course(tmp_path: Path) -> None:
+    course = course_files(ROOT)
+    assert not any(f.label.startswith(("lessonlib/exercises/", "lessonlib/grading/")) for f in course)
+    models = [CourseFile("lessonlib/exercises/ex_masking.py", (ROOT / "lessonlib/exercises/ex_masking.py").read_text())]
+    answers = _answers(tmp_path, {"mis": MISCONCEPTION, "one": ONE_LINE})
+    assert similarity.find_matches(answers, course, exercise_stubs(ROOT / "exercises"))[1] == []
+    one_line_course = [CourseFile("notebooks/x.ipynb", ONE_LINE)]
+    assert similarity.find_matches(answers, one_line_course, [])[1] == []  # a line or two: never "copied"
+    assert similarity.find_matches(answers, models, [])[1]  # what the package would have flagged
+
+
+def test_the_command_takes_the_download_zip_and_several_sections(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import zipfile
+
+    from lessonlib import cli
+
+    section_a = _zip_of(tmp_path / "canvas.zip", {"nguyenann_11_901_02_masking.ipynb": LOOPS})
+    section_b = tmp_path / "moodle"
+    write_learner(section_b / "Bo Okafor_1001_assignsubmission_file_", {"02_masking.ipynb": notebook(
+        "02_masking.ipynb", answers={"masked_softmax": LOOPS_RENAMED}, source=EXERCISES)})
+    assert zipfile.is_zipfile(section_a)
+    assert cli.main(["similarity", str(section_a), str(section_b), "--out", str(tmp_path / "week2"),
+                     "--also", str(tmp_path / "week2-moodle")]) == 0
+    page = (tmp_path / "week2" / "similarity.html").read_text()
+    assert "nguyenann (nguyenann_11)" in page and "Bo Okafor (Bo_Okafor_1001)" in page  # across the sections
+
+
+def _zip_of(path: Path, answers: dict[str, str]) -> Path:
+    import zipfile
+
+    import nbformat
+
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, code in answers.items():
+            zf.writestr(name, nbformat.writes(notebook("02_masking.ipynb", answers={"masked_softmax": code},
+                                                       source=EXERCISES)))
+    return path

@@ -11,19 +11,28 @@ knows the secret was not found:
 - hidden inputs: every array the public process holds, raised as an error's text;
 - peak memory for tiled_attention: a dense answer that silences tracemalloc, and one that
   computes in a forked process.
+
+Apart from the batch: where learner code would run as the gradebook's owner, no learner code runs.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from grading_submissions import CORRECT_MASKED_SOFTMAX, correct_learner, notebook, write_learner
+from grading_submissions import CORRECT_MASKED_SOFTMAX, correct_learner, masking, notebook, write_learner
 from test_grading_hostile import load, run_cli
 
 from lessonlib.exercises import EXERCISES
+from lessonlib.grading import store
+from lessonlib.grading.isolation import sandbox
 
 SEED = 20261130
 
@@ -168,7 +177,9 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict[str
     }
     for name, notebooks in learners.items():
         write_learner(subs / name, notebooks)
-    run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", str(SEED))
+    # The whole-matrix answers take seconds of clock on their largest hidden case when the machine
+    # is loaded; a generous budget keeps the clock out of the verdicts these tests read.
+    run_cli(sorted(subs.iterdir()), out, "--workers", "2", "--seed", str(SEED), "--timeout", "30")
     data, _ = load(out)
     grades = {lr["learner"]: {e["exercise"]: e for e in lr["exercises"]} for lr in data["learners"]}
     return grades, out
@@ -219,3 +230,65 @@ def test_memory_is_measured_from_outside_the_answer(graded) -> None:
         assert grade["points"] < grade["max_points"], (learner, grade["reason"])
     quiet = grades["quiet"]["tiled_attention"]
     assert [f["case"] for f in quiet["failed_cases"]] == ["memory"], quiet["failed_cases"]
+
+
+# Reads the course gradebook beside the output folder (the secret seed is in it) and writes over it.
+TAMPERER = CORRECT_MASKED_SOFTMAX + '''
+def masked_softmax(scores, allowed):
+    with open({path!r}, "r+b") as f:
+        f.read()
+        f.seek(0)
+        f.write(b"tampered")
+    return _correct(scores, allowed)
+'''
+
+
+def test_level_limits_is_refused_where_learner_code_would_own_the_gradebook(tmp_path: Path,
+                                                                             request: pytest.FixtureRequest) -> None:
+    """At level limits learner code runs as the grading user (nobody, for root). Where that user owns
+    the gradebook (an ordinary user grading; for root, here, a course folder handed to nobody), learner
+    code could read the seed, give itself an override and delete history: the run is refused before
+    any learner code runs, in one line that says which level to use and how to get it."""
+    root = os.geteuid() == 0
+    if root and (why := sandbox.python_refused_to_nobody()):
+        pytest.skip(f"level limits is not available here: {why}")
+    # root's pytest folders are closed to nobody: the course goes where nobody can reach it
+    course = Path(tempfile.mkdtemp(prefix="lessonlib-course-")) if root else tmp_path / "course"
+    request.addfinalizer(lambda: shutil.rmtree(course, ignore_errors=True))
+    gradebook, out = course / "gradebook.db", course / "week2"
+    write_learner(tmp_path / "submissions" / "mallory",
+                  masking({"masked_softmax": TAMPERER.format(path=str(gradebook))}))
+    with store.open_gradebook(gradebook, "lessonlib grade (an earlier run)"):
+        pass
+    if root:
+        for path in [course, *course.rglob("*")]:
+            os.chown(path, *sandbox.nobody())
+        os.chmod(course, 0o755)
+    done = subprocess.run([sys.executable, "-m", "lessonlib.cli", "grade", str(tmp_path / "submissions"), "--out",
+                           str(out), "--isolation", "limits", "--notebooks", "02_masking.ipynb", "--timeout", "2",
+                           "--quiet"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    user = "nobody" if root else sandbox.user_name(os.getuid())
+    assert lines[0].startswith(f"lessonlib grade: no isolation level could be set up: limits: learner code would "
+                               f"run as {user}, who can read the "), lines[0]
+    assert "read the gradebook: it could read the secret seed and rewrite grades" in lines[0]
+    assert "Grade at level bubblewrap (install it: sudo apt install bubblewrap" in lines[0]
+    assert "or as root, where learner code runs as nobody" in lines[0]
+    assert not (out / "grades.json").exists()
+    assert b"tampered" not in gradebook.read_bytes()
+
+
+def test_the_guide_quotes_the_refusal_and_the_warning_as_the_grader_prints_them() -> None:
+    """docs/instructor-guide.md quotes both in "If you cannot use bubblewrap"; each fixed piece of
+    the text (between its placeholders) must appear there as printed."""
+    import re
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "instructor-guide.md").read_text(encoding="utf-8")
+    section = guide[guide.index("**If you cannot use bubblewrap.**"):guide.index("### Memory and processes")]
+    quoted = " ".join(line.strip().lstrip(">").strip() for line in section.splitlines()
+                      if line.strip().startswith(">"))
+    for text in (sandbox.GRADEBOOK_REACHABLE, sandbox.LIMITS_WARNING):
+        for piece in re.split(r"\{\w+\}", text):
+            assert piece.strip() in quoted, piece

@@ -128,7 +128,8 @@ def test_an_override_needs_a_reason(gb: store.Gradebook) -> None:
         with pytest.raises(store.StoreError, match="needs a reason"):
             store.set_override(gb, "week2", key, "padding_mask", 4.0, reason)
     with pytest.raises(sqlite3.IntegrityError):  # the database refuses too, whatever the code path
-        gb.conn.execute("INSERT INTO overrides VALUES (1, 1, 'padding_mask', 4, ' ', 'now', 'sql')")
+        gb.conn.execute("INSERT INTO overrides (assignment_id, learner_id, exercise, points, reason, at, command) "
+                        "VALUES (1, 1, 'padding_mask', 4, ' ', 'now', 'sql')")
     with pytest.raises(store.StoreError, match="out of range"):
         store.set_override(gb, "week2", key, "padding_mask", 5.0, "regrade")
     store.set_override(gb, "week2", key, "padding_mask", 4.0, "regrade request: the axes were right")
@@ -354,21 +355,19 @@ def test_the_seed_is_drawn_once_and_kept(tmp_path: Path) -> None:
         assert store.ensure_assignment(gb, "week4", NOTEBOOKS).seed != seed
 
 
-def test_a_hand_grade_for_an_earlier_answer_is_marked_stale(gb: store.Gradebook) -> None:
+def test_a_hand_grade_for_an_earlier_answer_is_withdrawn(gb: store.Gradebook) -> None:
     key = _graded(gb, "alice")
-    store.set_hand_grade(gb, "week2", key, "q_masks", 2.0)
-    assert not store.assignment_sheet(gb, "week2")[0].exercises[2].stale
+    store.set_hand_grade(gb, "week2", key, "q_masks", 2.0, comment="Clear.")
+    assert store.assignment_sheet(gb, "week2")[0].exercises[2].points == 2.0
+    assert store.record_result(gb, "week2", _result(key)) == []  # the same answer graded again: kept
     changed = _result(key)
     changed.exercises[2].answer_text = "A new answer, resubmitted."
-    store.record_result(gb, "week2", changed)
+    said = store.record_result(gb, "week2", changed)
     score = store.assignment_sheet(gb, "week2")[0].exercises[2]
-    assert score.stale and score.points == 2.0  # still counted: the instructor decides
-
-
-def test_totals_on_the_lms_scale(gb: store.Gradebook) -> None:
-    _graded(gb, "alice")  # 4 of 10
-    sheet = store.assignment_sheet(gb, "week2")[0]
-    assert (sheet.lms_total(None), sheet.lms_total(100)) == (4.0, 40.0)
+    assert score.points is None and score.pending and "changed after it was graded by hand" in score.review
+    assert said and "q_masks" in said[0]
+    withdrawn = store.learner_history(gb, key)[-1]
+    assert (withdrawn.what, withdrawn.old["points"], withdrawn.new) == ("hand_grade", 2.0, None)
 
 
 def test_every_error_for_the_user_is_one_kind(gb: store.Gradebook) -> None:
@@ -402,14 +401,14 @@ def test_a_format_2_gradebook_gains_enrolments_without_losing_a_row(gb: store.Gr
         after = _rows(upgraded.conn)
         assert after.pop("enrolments") == [] and store.enrolled(upgraded) == {}
         new_history = [row for row in after["history"] if row not in before["history"]]
-        assert [row[3:4] + row[7:] for row in new_history] == [
-            ("gradebook", '{"format": 2}', '{"format": 3}', "upgraded")]
+        assert [row[3:4] + row[7:10] for row in new_history] == [
+            ("gradebook", '{"format": 2}', f'{{"format": {store.FORMAT}}}', "upgraded")]
         after["history"] = [row for row in after["history"] if row not in new_history]
         after.pop("sqlite_sequence"), before.pop("sqlite_sequence")  # the history's counter, one row on
-        after["meta"] = [row for row in after["meta"] if row[0] != "format"]
-        before["meta"] = [row for row in before["meta"] if row[0] != "format"]
+        after["meta"] = [row for row in after["meta"] if row[0] not in ("format", "history_head")]
+        before["meta"] = [row for row in before["meta"] if row[0] not in ("format", "history_head")]
         assert after == before
-        assert upgraded.conn.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()[0] == "3"
+        assert upgraded.conn.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()[0] == str(store.FORMAT)
     with sqlite3.connect(tmp_path / "gradebook.db.format2.bak") as backup:
         assert _rows(backup)["results"] == before["results"]
 

@@ -260,8 +260,7 @@ def test_a_term_of_150_learners_round_trips_through_canvas_and_moodle(
                     _moodle_file(download, p, week, data)
             roster = canvas_roster if lms == "canvas" else _moodle_worksheet(tmp_path / f"moodle-week{week}.csv", week)
             _grade(capsys, download, out, week, roster)
-            _run(capsys, "late-policy", "--out", str(out), "--due", _due(week), "--zero",
-                 "--lms-points", "100")
+            _run(capsys, "late-policy", "--out", str(out), "--due", _due(week), "--zero")
             if late_folder.exists():  # the late files, graded into the same folder: nobody is dropped
                 before = _rows(out / "lms-import.csv")
                 _grade(capsys, late_folder, out, week, None, "--absent-zero")

@@ -21,9 +21,10 @@ from lessonlib.grading import records as r
 from lessonlib.grading.lms.downloads import find_learners
 from lessonlib.grading.lms.roster import read_roster
 from lessonlib.grading.lms.submissions import Learner
-from lessonlib.grading.lms.times import parse_moodle_time, stamp_worksheet_times, zone_of
+from lessonlib.grading.lms.times import parse_moodle_time, stamp_worksheet_times
 from lessonlib.grading.lms.unzip import unpack
 from lessonlib.grading.run.notebooks import course_notebooks
+from lessonlib.grading.zones import zone_of
 
 MASKING = "02_masking.ipynb"
 DUE = datetime(2026, 3, 2, 17, 0, tzinfo=timezone.utc)
@@ -166,7 +167,7 @@ def test_a_later_worksheet_corrects_a_stored_time_and_a_weaker_source_never_does
         bob = store.assign_stored_keys(gb, [Learner("Bob Smith", "", {MASKING: path}, lms_id="1001",
                                                     submitted_at=DUE, submitted_from="zip_entry")])[0]
         result = r.LearnerResult("Bob Smith", bob.key, "fp-1", "bubblewrap", "now", [], lms_id="1001")
-        save = outputs.saver(gb, out)
+        save = outputs.Saver(gb, out)
         save(result, bob)
         bob.submitted_at, bob.submitted_from = DUE + timedelta(hours=12), "moodle_worksheet"
         save(result, bob)  # the same files: not graded again, but the better time is kept

@@ -26,8 +26,6 @@ from lessonlib.grading.isolation.sandbox import Isolation, Limits
 from lessonlib.grading.lms.submissions import discover
 from lessonlib.grading.reports.gradebook import GRADES_COLUMNS, feedback_markdown, write_gradebook
 from lessonlib.grading.run.assess import assess, manual_grade
-from lessonlib.grading.run.batch import GradeSettings, grade
-from lessonlib.grading.run.errors import GradingError
 from lessonlib.grading.run.notebooks import CourseNotebook, Notebook, course_notebooks, read_notebook
 from lessonlib.grading.run.plans import ManualAnswer, plan_notebook
 from lessonlib.grading.run.results import TaskResult, read_results
@@ -362,13 +360,19 @@ def test_grade_command_options() -> None:
     assert (args.timeout, args.memory, args.workers, args.seed, args.isolation) == (3.0, 256, 1, 7, "auto")
 
 
-def test_a_different_seed_for_the_same_folder_is_refused(tmp_path: Path) -> None:
-    write_learner(tmp_path / "subs" / "amy", {})
-    (tmp_path / "out" / ".grading").mkdir(parents=True)
-    (tmp_path / "out" / ".grading" / "state.json").write_text('{"seed": 1}')
-    with pytest.raises(GradingError, match="another --seed"):
-        grade([tmp_path / "subs"], GradeSettings(out=tmp_path / "out", seed=2))
+def test_a_different_seed_for_the_same_assignment_is_refused(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from lessonlib.grading import store
+
+    write_learner(tmp_path / "subs" / "amy", masking())
+    with store.open_gradebook(tmp_path / "gradebook.db", "test") as gb:
+        store.ensure_assignment(gb, "out", ["02_masking.ipynb"], seed=1)
+    capsys.readouterr()
+    assert cli.main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--seed", "2",
+                     "--notebooks", "02_masking.ipynb"]) == 2
+    assert "keeps the seed it was first graded with" in capsys.readouterr().err
     assert cli.main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"), "--seed", "1"]) == 2
+    assert "no such notebook, zip or folder" in capsys.readouterr().err
 
 
 def test_every_exercise_belongs_to_a_course_notebook() -> None:
@@ -415,6 +419,9 @@ def test_the_worker_loads_nothing_of_lessonlib(path: Path) -> None:
 
 
 def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root, level limits runs learner code as nobody, with a warning that says what it can reach;
+    an ordinary user's learner code would run as the owner of the output folder, so the level is
+    refused in one line that says which level to use instead."""
     monkeypatch.setattr(sandbox, "bwrap", lambda: None)
     (tmp_path / "course" / "week3").mkdir(parents=True)  # the course folder of an installed package: the cwd
     (tmp_path / "course" / "week3" / "notes.md").write_text("the instructor's notes\n")
@@ -422,21 +429,33 @@ def test_without_bubblewrap_the_grader_falls_back_loudly(tmp_path: Path, monkeyp
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / ".profile").write_text("export SECRET=1\n")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    out = tmp_path / "out"
+    out.mkdir(mode=0o700)
     if why := sandbox.python_refused_to_nobody():  # root, with a Python nobody cannot start: no level at all
         with pytest.raises(sandbox.IsolationError, match="learner code runs as nobody, who cannot start this Python"):
-            probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+            probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=out, submissions=[])
         pytest.skip(f"level limits is not available here: {why}")
-    isolation = probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+    if os.geteuid() != 0:
+        user = sandbox.user_name(os.getuid())
+        with pytest.raises(sandbox.IsolationError) as refused:
+            probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=out, submissions=[])
+        assert str(refused.value).startswith("no isolation level could be set up: bubblewrap: bwrap is not installed "
+                                             f"| limits: learner code would run as {user}, who can read the output "
+                                             "folder")
+        assert "Grade at level bubblewrap (install it: sudo apt install bubblewrap" in str(refused.value)
+        return
+    isolation = probe.choose_isolation("auto", LIMITS, work=tmp_path, out_dir=out, submissions=[])
     assert isolation.level == "limits" and "bwrap is not installed" in isolation.reason
     assert isolation.warning.startswith("WARNING: learner code is NOT isolated")
-    for unprotected in ("solutions/", "the output folder", "network", "signal the grading process"):
-        assert unprotected in isolation.warning
+    for said in ("solutions/", "network", "the output folder and the gradebook are the grader's alone"):
+        assert said in isolation.warning
     assert isolation.verified["course_files_readable"] and isolation.verified["network"]  # the probe saw it
-    # root's learner code runs as nobody, which cannot enter a home folder of root's
-    assert isolation.verified["home_folder_readable"] is (os.geteuid() != 0)
-    assert isolation.verified["runs_as"] == ("nobody" if os.geteuid() == 0 else sandbox.user_name(os.getuid()))
+    # root's learner code runs as nobody, which cannot enter a home folder of root's, nor the output folder
+    assert not any(isolation.verified[k] for k in ("home_folder_readable", "output_folder_readable",
+                                                    "output_folder_writable", "can_signal_grader"))
+    assert isolation.verified["runs_as"] == "nobody"
     with pytest.raises(sandbox.IsolationError, match="bwrap is not installed"):
-        probe.choose_isolation("bubblewrap", LIMITS, work=tmp_path, out_dir=tmp_path / "out", submissions=[])
+        probe.choose_isolation("bubblewrap", LIMITS, work=tmp_path, out_dir=out, submissions=[])
 
 
 def test_a_python_environment_under_tmp_is_bound_over_the_sandbox_s_empty_tmp(monkeypatch) -> None:

@@ -8,7 +8,9 @@ After a change to the exercises, ``python tests/test_guide_points.py`` prints th
 
 The week-by-week plan is checked the same way: the times it gives for each notebook's core path
 and exercise notebook are those tools/reading_times.py computes, and the points it gives each
-assignment are the registry's.
+assignment are the registry's. So are the guide's other counts: which notebooks have written
+answers (the quick start), the exercises that practise the lesson's prevention tests, and the
+number of exercise notebooks.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "instructor-guide.md"
+sys.path.insert(0, str(ROOT / "tools"))
+import course_tables as ct  # noqa: E402
+
 HEADING = re.compile(r"^#+\s*(?:Exercise|Question)\s+(\d+\.\d+)\b", re.M)
 
 
@@ -97,6 +102,9 @@ def test_the_guides_totals_in_words_are_the_registrys():
     for question in MANUAL_QUESTIONS.values():
         assert question.points == next(iter(MANUAL_QUESTIONS.values())).points
     assert f"worth {next(iter(MANUAL_QUESTIONS.values())).points:g} points each" in guide
+    said = re.search(r"\(([\w-]+) auto-graded exercises, [\d.]+ points, and (\w+) written questions", guide)
+    assert said and (said[1], said[2]) == (ct.in_words(len(EXERCISES)), ct.in_words(len(MANUAL_QUESTIONS))), (
+        f"the guide should count {len(EXERCISES)} auto-graded exercises and {len(MANUAL_QUESTIONS)} written questions")
 
 
 # --- the term plan: the times and points it states ----------------------------------------------
@@ -153,6 +161,39 @@ def test_the_term_plan_states_the_registrys_points():
         assert total == float(points), f"--notebooks {names} is worth {total:g}, the plan says {points}"
     everything = sum(e.points for e in EXERCISES.values()) + sum(q.points for q in MANUAL_QUESTIONS.values())
     assert f"one assignment ({everything:g} points" in plan
+
+
+# --- other counts of the guide ------------------------------------------------------------------
+
+
+
+def test_the_quick_start_names_the_notebooks_with_written_answers():
+    from lessonlib.exercises import MANUAL_QUESTIONS
+
+    guide = " ".join(GUIDE.read_text(encoding="utf-8").split())
+    said = re.search(r"Only notebooks ([\d, and]+) have them", guide)
+    with_written = sorted(q.notebook[:2] for q in MANUAL_QUESTIONS.values())
+    assert said and re.findall(r"\d\d", said[1]) == with_written, (
+        f"the quick start should say which notebooks have written answers: {', '.join(with_written)}")
+
+
+def test_the_table_of_prevention_exercises_counts_and_numbers_its_rows():
+    text = GUIDE.read_text(encoding="utf-8")
+    said = re.search(r"Besides writing attention, masks and positions, (\w+) exercises practise", text)
+    table = text[said.end():].split("\n\n", 2)[1]
+    rows = re.findall(r"^\| (\d+\.\d+) `(\w+)\(", table, re.M)
+    assert rows and said[1] == ct.in_words(len(rows)), f"the guide says {said[1]} exercises and lists {len(rows)}"
+    numbers = ct.exercise_numbers(ROOT)
+    for number, name in rows:
+        assert numbers.get(name) == number, (
+            f"the guide numbers {name} {number}; its notebook numbers it {numbers.get(name)}")
+
+
+def test_the_guide_counts_the_exercise_notebooks():
+    guide = " ".join(GUIDE.read_text(encoding="utf-8").split())
+    said = re.search(r"release all (\w+) exercise notebooks", guide)
+    count = len(list((ROOT / "exercises").glob("*.ipynb")))
+    assert said and said[1] == ct.in_words(count), f"the guide should count {count} exercise notebooks"
 
 
 if __name__ == "__main__":

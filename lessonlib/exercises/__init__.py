@@ -8,6 +8,7 @@ Learners call :func:`check` in a notebook. A batch grader splits the same work i
     result = judge(name, cases, outcomes)                     # in the grading process
 """
 
+from lessonlib.exercises.assignments import ASSIGNMENTS, Assignment, get_assignment
 from lessonlib.exercises.checker import check
 from lessonlib.exercises.judge import judge, run_cases
 from lessonlib.exercises.registry import (
@@ -35,6 +36,7 @@ from lessonlib.exercises.sections import SECTIONS, Section
 from lessonlib.exercises.spec import Case, DiagnosisSpec, Exercise
 
 __all__ = [
+    "ASSIGNMENTS", "Assignment", "get_assignment",
     "EXERCISES", "ERROR", "FAILED", "MANUAL_QUESTIONS", "NOT_ATTEMPTED", "PASSED", "SECTIONS",
     "Case", "CheckResult", "Diagnosis", "DiagnosisSpec", "Exercise", "FailedCase", "ManualQuestion",
     "RubricItem",

@@ -2,8 +2,9 @@
 
 A diagnosis names a key of :data:`SECTIONS`; a test checks that each heading exists in its
 notebook (when the notebook exists), so renaming a heading shows up here at once. Headings are
-written without the section number ("## 3. The first fixture, ..." is "The first fixture, ..."),
-so renumbering the sections of a notebook does not break a pointer.
+written without the section number and the route mark ("## 3. The first fixture, ... [lesson · unit ·
+everything]" is "The first fixture, ..."), so renumbering the sections of a notebook, or moving one
+onto another route, does not break a pointer.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ SECTIONS: dict[str, Section] = {
     "padding-axis": Section(MASKING, "A padding mask broadcast over the wrong axis"),
     "times-mask": Section(MASKING, "Multiplying scores by a 0/1 mask is not masking"),
     "polarity": Section(MASKING, "Mask conventions in real libraries"),
-    "probe": Section(MASKING, "Going deeper: probing a library with a tiny case"),
+    "probe": Section(MASKING, "Probing a library with a tiny case"),
     "permutation": Section(POSITION, "Without position, order is invisible"),
     "sinusoidal": Section(POSITION, "Absolute sinusoidal positions"),
     "t5-buckets": Section(POSITION, "Relative-position bias (T5-style buckets)"),

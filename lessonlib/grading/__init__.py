@@ -17,12 +17,15 @@ Which subpackage does which job::
     worker/     the worker itself, started by path; it imports nothing of lessonlib
     lms/        from and to the LMS: learners in downloads, zips, rosters, lms-import.csv, uploads
     store/      the course gradebook (SQLite): learners, assignments, submissions, hand grades,
-                overrides, late policy, history; output folders and manual.csv
+                overrides, late policy, a hash-chained history, backups; output folders and manual.csv
     reports/    every file written for people: feedback, summary and grades files, the class,
                 term, marking and similarity reports
     gradescope/ the same checks packed as a Gradescope autograder
     records.py  a learner's and an exercise's result, as every subpackage passes them
     files.py    atomic writes and safe reads
+    zones.py    time zones by name (the course's, stored once in the gradebook)
+    arguments.py numbers and times on the command line, checked as they are parsed
+    commands.py the instructor's commands on an assignment (override, extend, restore, ...)
 """
 
 from lessonlib.grading.isolation.sandbox import LEVELS, Isolation, Limits

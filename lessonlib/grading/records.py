@@ -27,6 +27,7 @@ error                     the check itself could not run (a bug: tell the mainta
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -56,6 +57,18 @@ FLAGGED = frozenset({WRONG_NOTEBOOK, MALFORMED, TOO_LONG, MISSING_ANSWER, CELL_E
                      PROCESS_LIMIT, EXITED, CRASHED, TOO_LARGE, USES_LESSONLIB, STOPPED_GRADER, ERROR})
 
 
+def answer_digest(text: str | None) -> str:
+    """The sha256 of an answer's text (an answer cell's source, a written answer; "" when there is none):
+    what a hand grade or an override was given for."""
+    return hashlib.sha256((text or "").encode("utf-8")).hexdigest()
+
+
+def answer_id(grade: ExerciseGrade) -> str:
+    """A short name of the answer a grade was given for (12 hex digits of its digest), as manual.csv
+    carries it beside each written answer."""
+    return (grade.answer_sha256 or answer_digest(grade.answer_text))[:12]
+
+
 @dataclass
 class ExerciseGrade:
     """One exercise (or written question) of one learner.
@@ -66,6 +79,11 @@ class ExerciseGrade:
     failed_cases keeps their ids and descriptions (marked ``hidden``) for the instructor, never
     what the answer returned. diagnoses rest on public cases (the learner's); instructor_diagnoses
     on every case (grades.csv and the class report).
+
+    answer_sha256: the digest of the answer graded (``answer_digest``), so that a person's decision
+    about it is tied to it. override_reason: set when the points are an instructor's override. review:
+    a sentence for the instructor when a decision about this exercise needs a look (a hand grade
+    withdrawn or an override suspended because the answer changed); never shown to the learner.
     """
 
     notebook: str
@@ -85,6 +103,9 @@ class ExerciseGrade:
     hidden_passed: int = 0
     hidden_total: int = 0
     instructor_diagnoses: list[dict[str, Any]] = field(default_factory=list)
+    answer_sha256: str = ""
+    override_reason: str = ""
+    review: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,7 +131,8 @@ class LearnerResult:
     lms_id: str = ""  # the LMS's id for this learner (Canvas user id, Moodle participant id)
     late: bool = False  # the LMS marked the submission late
     late_deducted: float = 0.0  # points the assignment's late policy took off the total
-    late_note: str = ""  # the late policy's sentence ("" when it changed nothing and no extension spared late work)
+    late_note: str = ""  # the late policy's sentence for late work ("" when on time, or when no time and no flag)
+    review: list[str] = field(default_factory=list)  # decisions about the learner (not one exercise) to look at
 
     @property
     def points(self) -> float:
@@ -136,8 +158,14 @@ class LearnerResult:
         return round(sum(e.max_points for e in self.exercises if e.status == NEEDS_MANUAL), 2)
 
     @property
+    def undecided(self) -> list[ExerciseGrade]:
+        """Exercises whose score waits for the instructor's decision (an override suspended: the answer
+        changed after it was given)."""
+        return [e for e in self.exercises if e.review and e.status != NEEDS_MANUAL]
+
+    @property
     def flagged(self) -> list[ExerciseGrade]:
-        return [e for e in self.exercises if e.status in FLAGGED]
+        return [e for e in self.exercises if e.status in FLAGGED or e.review]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -104,12 +104,16 @@ class LabServer:
                 self.delete_sessions_and_kernels()
             except OSError:
                 pass
-            os.kill(self.process.pid, signal.SIGTERM)
+            self.send(signal.SIGTERM)
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
+                self.send(signal.SIGKILL)
                 self.process.wait(timeout=10)
+
+    def send(self, sig: int) -> None:
+        """Signal the server's process."""
+        os.kill(self.process.pid, sig)
 
 
 def lab_environment(home: Path) -> dict[str, str]:

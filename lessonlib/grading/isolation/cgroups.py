@@ -56,22 +56,32 @@ class Plan:
     parents: tuple[Path, ...] = ()  # v2: one folder; v1: the memory folder, then the pids folder
     systemd: tuple[str, ...] = ()  # the systemd-run command up to its properties
     bus: tuple[tuple[str, str], ...] = ()  # how systemd-run --user finds the user's service manager
+    peak: str = ""  # the file of a group's peak memory, where a child can have a group of its own
 
 
 @dataclass
 class Group:
-    """One worker's control group, from creation to removal."""
+    """One worker's control group, from creation to removal (``measured``: how many groups of their
+    own to make inside it, for children whose peak memory is read)."""
 
     plan: Plan
     name: str
     memory_bytes: int
     pids: int
+    measured: int = 0
     folders: list[Path] = field(default_factory=list)  # v2 or systemd: one; v1: memory, pids
+    inner: list[Path] = field(default_factory=list)  # v2: the worker's own group first; then the measured ones
+
+    def homes(self) -> list[Path]:
+        """Where the worker's processes go: its ``worker`` group in v2, the group's folders in v1."""
+        if self.plan.kind == "cgroup v2" and self.inner:
+            return [self.inner[0]]
+        return self.folders
 
     def prefix(self) -> list[str]:
         """What goes before the worker's command: ``systemd-run ... --``, or a shell that joins the group."""
         if not self.plan.systemd:
-            return ["/bin/sh", "-c", JOIN, "lessonlib-join", *[str(f / "cgroup.procs") for f in self.folders], "--"]
+            return ["/bin/sh", "-c", JOIN, "lessonlib-join", *[str(f / "cgroup.procs") for f in self.homes()], "--"]
         return [*self.plan.systemd, f"--unit={self.name}", "-p", f"MemoryMax={self.memory_bytes}",
                 "-p", "MemorySwapMax=0", "-p", f"TasksMax={self.pids}", "--"]
 
@@ -92,9 +102,26 @@ class Group:
                 _write(self.folders[0] / "memory.limit_in_bytes", self.memory_bytes)
                 _write(self.folders[0] / "memory.memsw.limit_in_bytes", self.memory_bytes, missing_ok=True)
                 _write(self.folders[1] / "pids.max", self.pids)
+            self._create_inner()
         except OSError as exc:
             self.remove()
             raise CgroupError(f"could not create the control group {self.name}: {exc}") from None
+
+    def _create_inner(self) -> None:
+        """The groups inside: in v2 the worker's own (its group then holds no process, so that it may
+        hold groups with the memory controller), then one per measured child."""
+        if not self.plan.peak:
+            return
+        names = [f"measured-{k}" for k in range(self.measured)]
+        if self.plan.kind == "cgroup v2":
+            _write(self.folders[0] / "cgroup.subtree_control", "+memory")
+            names.insert(0, "worker")
+        for name in names:
+            (self.folders[0] / name).mkdir()
+            self.inner.append(self.folders[0] / name)
+
+    def measured_groups(self) -> list[Path]:
+        return [f for f in self.inner if f.name.startswith("measured-")]
 
     def adopt(self, pids: Iterable[int], *, timeout: float = 10.0) -> None:
         """Make sure ``pids`` are in the group (the prefix put the first one there, or systemd-run did:
@@ -103,7 +130,7 @@ class Group:
         if self.plan.systemd:
             self.folders = [_wait_for_scope(pids[0], f"{self.name}.scope", timeout)]
             return
-        for folder in self.folders:
+        for folder in self.homes():
             for pid in pids:
                 try:
                     _write(folder / "cgroup.procs", pid)
@@ -112,13 +139,35 @@ class Group:
                 except OSError as exc:
                     raise CgroupError(f"could not move process {pid} into {folder}: {exc}") from None
 
-    def open_events(self) -> int:
-        """A read-only descriptor of the group's out-of-memory counter (the worker reads it)."""
+    def open_events(self) -> list[int]:
+        """Read-only descriptors of the out-of-memory counters the worker adds up: the group's (v2
+        counts the groups inside too), and in v1 each measured group's as well."""
         name = "memory.events" if self.plan.kind != "cgroup v1" else "memory.oom_control"
+        folders = self.folders[:1] + (self.measured_groups() if self.plan.kind == "cgroup v1" else [])
+        opened: list[int] = []
         try:
-            return os.open(self.folders[0] / name, os.O_RDONLY | os.O_CLOEXEC)
+            for folder in folders:
+                opened.append(os.open(folder / name, os.O_RDONLY | os.O_CLOEXEC))
         except (OSError, IndexError) as exc:
+            for fd in opened:
+                os.close(fd)
             raise CgroupError(f"could not open the out-of-memory counter of {self.name}: {exc}") from None
+        return opened
+
+    def open_measured(self) -> list[int]:
+        """Per measured group, a descriptor that moves the process writing ``0`` into it, and one that
+        reads its peak memory. Opened here by the grading process: the worker (another user, or
+        root's nobody) may write and read through them, never open the files itself."""
+        opened: list[int] = []
+        try:
+            for folder in self.measured_groups():
+                opened.append(os.open(folder / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC))
+                opened.append(os.open(folder / self.plan.peak, os.O_RDONLY | os.O_CLOEXEC))
+        except OSError as exc:
+            for fd in opened:
+                os.close(fd)
+            raise CgroupError(f"could not open the measured groups of {self.name}: {exc}") from None
+        return opened
 
     def kill(self) -> None:
         """SIGKILL every process in the group (``cgroup.kill`` where the kernel has it)."""
@@ -140,9 +189,9 @@ class Group:
         """Remove the group's folders once their processes are gone (systemd removes its scopes)."""
         if self.plan.systemd:
             return
-        for folder in self.folders:
+        for folder in [*self.inner, *self.folders]:
             _rmdir(folder)
-        self.folders = []
+        self.inner, self.folders = [], []
 
 
 def _write(path: Path, value: object, *, missing_ok: bool = False) -> None:
@@ -155,10 +204,14 @@ def _write(path: Path, value: object, *, missing_ok: bool = False) -> None:
 
 
 def _members(folder: Path) -> list[int]:
-    try:
-        return [int(line) for line in (folder / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
+    """The processes in ``folder`` and in the groups inside it."""
+    found = []
+    for inside, _, _ in os.walk(folder):
+        try:
+            found += [int(line) for line in (Path(inside) / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def _rmdir(folder: Path, timeout: float = 5.0) -> bool:
@@ -287,6 +340,13 @@ def _try_systemd(user: bool) -> tuple[str, ...]:
     return command
 
 
+def _groups_inside(folder: Path) -> list[Path]:
+    try:
+        return [f for f in folder.iterdir() if f.is_dir()]
+    except OSError:
+        return []
+
+
 def sweep(parents: Iterable[Path]) -> None:
     """Remove empty groups left by grading processes that were killed (their pid is gone)."""
     for parent in parents:
@@ -297,8 +357,9 @@ def sweep(parents: Iterable[Path]) -> None:
         for folder in entries:
             owner = folder.name.removeprefix(PREFIX).split("-")[0]
             if folder.name.startswith(PREFIX) and owner.isdigit() and not Path(f"/proc/{owner}").exists():
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+                for inner in [*_groups_inside(folder), folder]:
+                    with contextlib.suppress(OSError):
+                        inner.rmdir()
 
 
 def detect() -> Plan:
@@ -309,14 +370,16 @@ def detect() -> Plan:
             try:
                 parent = _v2_parent()
                 sweep([parent])
-                return Plan("cgroup v2", f"a group per worker under {parent}", (parent,))
+                peak = "memory.peak" if (parent / "memory.peak").exists() else ""  # Linux 5.19 and later
+                return Plan("cgroup v2", f"a group per worker under {parent}", (parent,), peak=peak)
             except CgroupError as exc:
                 refused.append(str(exc))
         elif (MOUNT / "memory").is_dir():
             try:
                 parents = _v1_parents()
                 sweep(parents)
-                return Plan("cgroup v1", f"a group per worker under {parents[0]} and {parents[1]}", parents)
+                return Plan("cgroup v1", f"a group per worker under {parents[0]} and {parents[1]}", parents,
+                            peak="memory.max_usage_in_bytes")
             except CgroupError as exc:
                 refused.append(str(exc))
     if (MOUNT / "cgroup.controllers").exists():
@@ -333,8 +396,9 @@ def detect() -> Plan:
     return Plan("", "; ".join(refused) or "no cgroup hierarchy is mounted at /sys/fs/cgroup")
 
 
-def new_group(plan: Plan, number: int, memory_bytes: int, pids: int) -> Group | None:
-    """A group for one worker (not yet created), or None where ``plan`` has none."""
+def new_group(plan: Plan, number: int, memory_bytes: int, pids: int, measured: int = 0) -> Group | None:
+    """A group for one worker (not yet created), or None where ``plan`` has none (``measured``: the
+    worker's children whose peak memory is read, each given a group of its own where ``plan`` can)."""
     if not plan.kind:
         return None
-    return Group(plan, f"{PREFIX}{os.getpid()}-{number}", memory_bytes, pids)
+    return Group(plan, f"{PREFIX}{os.getpid()}-{number}", memory_bytes, pids, measured)

@@ -10,9 +10,12 @@ Two levels; ``--isolation auto`` takes the first that a trial run verifies:
   As root, learner code runs as ``nobody``. The worker is PID 1 of the sandbox, so learner code
   cannot signal it, and the grading process is not in its PID namespace at all.
 - ``limits``: the worker runs as the grading user (as ``nobody`` when that is root: learner code
-  never runs as root) with resource limits only. Learner code can
-  read and write whatever that user can (solutions/ and the output folder included), use the
-  network and signal the grader: :data:`LIMITS_WARNING` says so, loudly, at every run.
+  never runs as root) with resource limits only. Learner code can read whatever that user can
+  (solutions/ included) and use the network: :data:`LIMITS_WARNING` says so, loudly, at every run.
+  It changes files only beneath its scratch folder where the kernel has Landlock, and elsewhere
+  what it leaves is removed after each child (``worker/cleanup.py``). Where it would run as the
+  owner of the output folder or the gradebook (an ordinary user grading), the level is refused:
+  learner code could read the secret seed and rewrite grades (:data:`GRADEBOOK_REACHABLE`).
 
 Both levels apply the same resource limits (CPU time, address space, processes, file size), the
 same guard around what the kernel shares (a fresh session keyring, non-dumpable, and the seccomp
@@ -69,13 +72,20 @@ _ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/altern
 SUMMARY = {
     "bubblewrap": "learner code runs in a bubblewrap sandbox: no network, no course files, no output "
                   "folder, no other submissions, cannot signal the grader; under resource limits",
-    "limits": "learner code runs as the grading user (nobody, for root) under resource limits only",
+    "limits": "learner code runs as nobody (the grader runs as root) under resource limits only",
 }
 LIMITS_WARNING = (
-    "WARNING: learner code is NOT isolated. It runs as {user} and can read and write every file "
-    "{user} can (solutions/, the output folder and other learners' submissions included), open "
-    "network connections, and signal the grading process. Only CPU time, memory, processes and "
-    "file size are limited. Install bubblewrap (Debian/Ubuntu: apt install bubblewrap) to isolate it."
+    "WARNING: learner code is NOT isolated. It runs as {user} and can read every file {user} can "
+    "(solutions/ and other learners' submissions included, where their folders let others read), and "
+    "open network connections; the output folder and the gradebook are the grader's alone. Only CPU time, "
+    "memory, processes and file size are limited. Install bubblewrap (Debian/Ubuntu: apt install bubblewrap) "
+    "to isolate it."
+)
+# Why level limits is refused where learner code would run as the owner of the gradebook (one line).
+GRADEBOOK_REACHABLE = (
+    "learner code would run as {user}, who can {what}: it could read the secret seed and rewrite grades. "
+    "Grade at level bubblewrap (install it: sudo apt install bubblewrap, then run the same command again), "
+    "or as root, where learner code runs as nobody"
 )
 
 

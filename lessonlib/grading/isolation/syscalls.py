@@ -32,21 +32,30 @@ from typing import Any
 _NEW_NAMESPACES = {"CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
                    "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
                    "CLONE_NEWNET": 0x40000000, "CLONE_NEWTIME": 0x00000080}
+CLONE_THREAD = 0x00010000  # a thread of the same process, not a new one
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 PER_LINUX = 0
 PR_SET_DUMPABLE = 4
 
 
+INT_BITS = 0xFFFFFFFF  # an ``int`` argument: the kernel reads its low 32 bits and ignores the rest
+
+
 @dataclass(frozen=True)
 class Rule:
-    """A system call denied with ``errno``; ``arg``/``mask``/``value``: only when
-    ``args[arg] & mask == value`` (``equal=False``: only when ``args[arg] != value``)."""
+    """A system call denied with ``errno``; with ``arg``, only when ``args[arg] & bits == value``
+    (``equal=False``: only when ``args[arg] & bits != value``).
+
+    Every argument the rules read is an ``int`` in the kernel (a ``clone`` flag sits in the low 32
+    bits of its ``unsigned long``), so ``bits`` never reaches above them: a rule that compared all
+    64 bits would let ``prctl(0x100000004, 1)`` through, which the kernel reads as option 4.
+    """
 
     call: str
     errno: int
     why: str
     arg: int | None = None
-    mask: int = 0xFFFFFFFFFFFFFFFF
+    bits: int = INT_BITS
     value: int = 0
     equal: bool = True
 
@@ -63,14 +72,18 @@ TRACING = "reading or steering another process, or the kernel's counters"
 KERNEL = "the kernel's and the machine's own settings: no exercise needs them"
 NUMA = "memory placement across the machine's nodes (Flatpak denies it too)"
 PEAK = "a dumpable process could reset its own peak memory (/proc/self/clear_refs) before the grader reads it"
+IO_URING = ("its submission ring does reads, writes and opens that no system call filter sees (Docker's profile "
+            "denies it too); ENOSYS, as on a kernel without it, so libraries fall back to ordinary calls")
 EXEC = "a new program is dumpable again: where memory is measured, learner code runs no other program"
+PROCESS = ("where memory is measured, everything learner code holds sits in the one process whose peak is read: "
+           "no new process, at any level and as any user (threads stay)")
 
 DENIED: tuple[Rule, ...] = (
     *_calls("add_key keyctl request_key", errno.EPERM, KEYRINGS),
     *_calls("shmget shmat shmdt shmctl msgget msgsnd msgrcv msgctl semget semop semtimedop semctl ipc "
             "mq_open mq_unlink mq_timedsend mq_timedreceive mq_notify mq_getsetattr", errno.EPERM, IPC),
     *_calls("unshare setns", errno.EPERM, NAMESPACES),
-    *[Rule("clone", errno.EPERM, f"{NAMESPACES} ({flag})", arg=0, mask=bit, value=bit)
+    *[Rule("clone", errno.EPERM, f"{NAMESPACES} ({flag})", arg=0, bits=bit, value=bit)
       for flag, bit in _NEW_NAMESPACES.items()],
     Rule("clone3", errno.ENOSYS, "its flags sit in memory the filter cannot read; libc falls back to clone"),
     *_calls("mount umount umount2 pivot_root chroot open_tree move_mount fsopen fsconfig fsmount fspick "
@@ -83,14 +96,17 @@ DENIED: tuple[Rule, ...] = (
     *_calls("mbind migrate_pages move_pages set_mempolicy", errno.EPERM, NUMA),
     Rule("personality", errno.EPERM, "another personality (a 32-bit address space, say) is no exercise's need",
          arg=0, value=PER_LINUX, equal=False),
-    Rule("ioctl", errno.EPERM, "typing into the grading user's terminal (TIOCSTI)", arg=1, mask=0xFFFFFFFF,
-         value=TIOCSTI),
-    Rule("ioctl", errno.EPERM, "the virtual console's own commands (TIOCLINUX)", arg=1, mask=0xFFFFFFFF,
-         value=TIOCLINUX),
+    Rule("ioctl", errno.EPERM, "typing into the grading user's terminal (TIOCSTI)", arg=1, value=TIOCSTI),
+    Rule("ioctl", errno.EPERM, "the virtual console's own commands (TIOCLINUX)", arg=1, value=TIOCLINUX),
     Rule("prctl", errno.EPERM, PEAK, arg=0, value=PR_SET_DUMPABLE),
+    *_calls("io_uring_setup io_uring_enter io_uring_register", errno.ENOSYS, IO_URING),
 )
 # Only where the child's memory is measured (an exercise that checks peak memory).
-STRICT: tuple[Rule, ...] = (*_calls("execve execveat", errno.EPERM, EXEC),)
+STRICT: tuple[Rule, ...] = (
+    *_calls("execve execveat", errno.EPERM, EXEC),
+    *_calls("fork vfork", errno.EPERM, PROCESS),
+    Rule("clone", errno.EPERM, PROCESS, arg=0, bits=CLONE_THREAD, value=0),
+)
 
 
 class FilterError(RuntimeError):
@@ -106,6 +122,21 @@ def _seccomp() -> Any:
     return pyseccomp
 
 
+def _comparisons(seccomp: Any, rule: Rule) -> list[list[Any]]:
+    """The argument comparisons of ``rule``, each list one libseccomp rule (they deny when any matches).
+
+    Only masked equality reads an argument's low 32 bits alone (libseccomp's other operators compare
+    all 64), so "not equal" becomes one rule per bit: the argument differs from ``value`` where
+    some bit of ``bits`` differs.
+    """
+    if rule.arg is None:
+        return [[]]
+    if rule.equal:
+        return [[seccomp.Arg(rule.arg, seccomp.MASKED_EQ, rule.bits, rule.value)]]
+    bits = [1 << i for i in range(32) if rule.bits >> i & 1]
+    return [[seccomp.Arg(rule.arg, seccomp.MASKED_EQ, bit, ~rule.value & bit)] for bit in bits]
+
+
 def _export(rules: tuple[Rule, ...]) -> tuple[bytes, list[str]]:
     """The BPF program that allows every call but ``rules``, and the calls this libseccomp does not know."""
     seccomp = _seccomp()
@@ -115,11 +146,8 @@ def _export(rules: tuple[Rule, ...]) -> tuple[bytes, list[str]]:
         if seccomp.resolve_syscall(seccomp.Arch.NATIVE, rule.call) < 0:
             unknown.append(rule.call)
             continue
-        args = []
-        if rule.arg is not None:
-            op, a, b = ((seccomp.MASKED_EQ, rule.mask, rule.value) if rule.equal else (seccomp.NE, rule.value, 0))
-            args.append(seccomp.Arg(rule.arg, op, a, b))
-        f.add_rule(seccomp.ERRNO(rule.errno), rule.call, *args)
+        for args in _comparisons(seccomp, rule):
+            f.add_rule(seccomp.ERRNO(rule.errno), rule.call, *args)
     fd = os.memfd_create("lessonlib-seccomp")
     try:
         with os.fdopen(os.dup(fd), "wb") as out:
@@ -133,16 +161,22 @@ def _export(rules: tuple[Rule, ...]) -> tuple[bytes, list[str]]:
     return program, sorted(set(unknown))
 
 
+PROBED = ("keyctl", "prctl", "io_uring_setup")  # calls the trial child makes by number (see worker/child.py)
+
+
 @functools.cache
 def build() -> dict[str, Any]:
     """The filters for the job: ``filter`` (every child) and ``strict`` (a child whose memory is
     measured), base64 BPF programs; ``keyctl``, the number of the call that joins a fresh session
-    keyring; ``unknown``, denied calls this libseccomp could not name (so not in the filter).
+    keyring; ``calls``, the numbers of the calls in :data:`PROBED` that this machine has (the trial
+    child tries them); ``unknown``, denied calls this libseccomp could not name (so not in the filter).
 
     Raises FilterError when libseccomp cannot be used: learner code never runs without the filter.
     """
     program, unknown = _export(DENIED)
     strict, _ = _export(DENIED + STRICT)
-    keyctl = _seccomp().resolve_syscall(_seccomp().Arch.NATIVE, "keyctl")
+    seccomp = _seccomp()
+    numbers = {name: seccomp.resolve_syscall(seccomp.Arch.NATIVE, name) for name in PROBED}
+    calls = {name: number for name, number in numbers.items() if number >= 0}
     return {"filter": base64.b64encode(program).decode(), "strict": base64.b64encode(strict).decode(),
-            "keyctl": keyctl if keyctl >= 0 else None, "unknown": unknown}
+            "keyctl": calls.get("keyctl"), "calls": calls, "unknown": unknown}

@@ -95,6 +95,8 @@ def held(level: str, limits: Limits, plan: cgroups.Plan, *, could_fork: bool) ->
         "extra_processes": limits.processes, "host_memory_mb": limits.memory_mb + margin,
         "margin_mb": margin, "margin": parts, "how": plan.reason if plan.kind else
         f"no control group ({plan.reason}): learner code may start no process",
+        "peak_memory": f"{plan.peak} of a control group of the child's own" if plan.peak else
+        "the child's peak resident memory from the kernel (wait4); the child is not dumpable, so it cannot reset it",
     }
     if not plan.kind and could_fork:  # root is exempt from RLIMIT_NPROC (level limits, as root)
         record.update(processes="not limited", host_memory_mb=None,
@@ -180,19 +182,34 @@ def _sandbox_pidfd(info_fd: int, bwrap_pid: int) -> int | None:
     return pidfd
 
 
+def measured_children(job: dict[str, Any]) -> int:
+    """How many of the job's children have their peak memory read: a task's public child when one
+    of its cases traces memory, its hidden child when one of the hidden cases does."""
+    return sum(any(c.get("trace_memory") for c in task.get("cases", [])) + bool(task.get("hidden_memory"))
+               for task in job.get("tasks", []))
+
+
+def go_message(counters: int, measured: int) -> bytes:
+    """What the grading process sends on the lifeline with its descriptors: "go", then how many of
+    them are out-of-memory counters; the rest are pairs (join, peak), one per measured group."""
+    return b"go " + json.dumps({"counters": counters, "measured": measured}).encode()
+
+
 def start_worker(job_dir: Path, level: str, limits: Limits, *, protected: Sequence[Path], plan: cgroups.Plan,
-                 number: int = 0, probe: bool = False) -> Worker:
-    """Start the worker on ``job_dir/job.bin``, in its control group when ``plan`` has one.
+                 number: int = 0, probe: bool = False, measured: int = 0) -> Worker:
+    """Start the worker on ``job_dir/job.bin``, in its control group when ``plan`` has one (with
+    ``measured`` groups of their own inside it, for the children whose peak memory is read).
 
     The worker waits for word on its lifeline before it runs anything: the grading process first
     puts bubblewrap and the sandbox in the group, then sends "go" with the group's out-of-memory
-    counter. Raises CgroupError when the group cannot be made or joined (learner code never runs
-    outside it then).
+    counters and the measured groups' descriptors (see :func:`go_message`). Raises CgroupError
+    when the group cannot be made or joined (learner code never runs outside it then).
     """
     lifeline, far = socket.socketpair()
     info_r, info_w = os.pipe() if level == "bubblewrap" else (None, None)
     group = cgroups.new_group(plan, number, (limits.memory_mb + margin_mb(level, limits)) * 2**20,
-                              limits.processes + PER_WORKER + 1)  # bubblewrap, the zygote, the keeper, the child
+                              limits.processes + PER_WORKER + 1,  # bubblewrap, the zygote, the keeper, the child
+                              measured)
     try:
         if group is not None:
             group.create()
@@ -216,17 +233,19 @@ def start_worker(job_dir: Path, level: str, limits: Limits, *, protected: Sequen
     try:
         if info_r is not None:
             worker.sandbox = _sandbox_pidfd(info_r, process.pid)
-        events = None
-        if group is not None:
-            group.adopt(_descendants(process.pid))
-            events = group.open_events()
+        sent: list[int] = []
+        counters = 0
         try:
-            socket.send_fds(lifeline, [b"go"], [events] if events is not None else [])
-        except OSError:  # the worker ended already: its log says why
-            pass
+            if group is not None:
+                group.adopt(_descendants(process.pid))
+                sent += group.open_events()
+                counters = len(sent)
+                sent += group.open_measured()
+            with contextlib.suppress(OSError):  # the worker ended already: its log says why
+                socket.send_fds(lifeline, [go_message(counters, (len(sent) - counters) // 2)], sent)
         finally:
-            if events is not None:
-                os.close(events)
+            for fd in sent:
+                os.close(fd)
     except BaseException:
         stop_worker(worker)
         raise

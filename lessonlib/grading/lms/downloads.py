@@ -19,7 +19,11 @@ The download's ``.zip`` itself may be given: it is unpacked into the grader's fo
 when the caller says where, else refused with a message saying to unzip it.
 
 Learners are keyed on the LMS id (the Canvas user id, the Moodle participant id), never on the
-name, so one learner's files stay together whatever they are called. A file that follows neither
+name, so one learner's files stay together whatever they are called. Moodle's flat names are split
+on the participant id suffix from the right (a full name may itself hold ``_1002_assignsubmission_
+file``), and the learner's own file name must then be a course notebook's name exactly (or be
+recognised by its content); a name that splits more than one way could belong to two participants,
+so it is listed as not attributed, never given to either. A file that follows neither
 naming cannot be attributed: it is listed (:class:`Unattributed`), never dropped or merged into
 someone. Folders that are not LMS downloads are read as before (:func:`submissions.discover`).
 """
@@ -50,6 +54,7 @@ from lessonlib.grading.run.notebooks import CourseNotebook
 
 CANVAS_FILE = re.compile(r"^(?P<name>[^_]+)(?P<late>_LATE)?_(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?$")
+MOODLE_SUFFIX = re.compile(r"_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_")  # between the name and the file
 MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<file>.+)$")
 RESUBMISSION = re.compile(r"^(?P<base>.+?)(?:-(?P<n>\d+)| \((?P<copy>\d+)\))$")  # Canvas -N, Moodle " (N)"
 RULE = "the highest resubmission number, else the newest file"
@@ -70,6 +75,44 @@ class Found:
     learners: list[Learner]
     unattributed: list[Unattributed] = field(default_factory=list)
     layouts: dict[str, str] = field(default_factory=dict)  # SUBMISSION folder -> canvas | moodle
+
+
+@dataclass(frozen=True)
+class MoodleName:
+    """One way to read a Moodle flat file name: the participant's full name, id and own file name."""
+
+    name: str
+    id: str
+    file: str
+
+
+def moodle_file_names(file_name: str) -> list[MoodleName]:
+    """Every way ``file_name`` splits into ``Full Name_id_assignsubmission_plugin_file``, the split on
+    the rightmost suffix first. One way: the file is that participant's. Several: it could be
+    either's (a full name, or a learner's own file name, holding such a suffix)."""
+    found = []
+    for start in range(1, len(file_name)):  # every place a suffix starts, overlapping ones included
+        match = MOODLE_SUFFIX.match(file_name, start)
+        if match and match.end() < len(file_name):
+            found.append(MoodleName(file_name[:start], match["id"], file_name[match.end():]))
+    return found[::-1]
+
+
+def check_submissions(paths: Sequence[Path]) -> None:
+    """Refuse, before any work, a SUBMISSION that is not a notebook, a zip or a folder (a readme, a PDF),
+    one that does not exist, and a folder named like a notebook (a notebook saved as a folder):
+    DownloadError, naming it."""
+    for path in map(Path, paths):
+        if path.is_symlink():
+            continue  # refused with a note for the learner it would have been (submissions.discover)
+        if not path.exists():
+            raise DownloadError(f"{path}: no such notebook, zip or folder")
+        if path.is_dir() and path.suffix.lower() == ".ipynb":
+            raise DownloadError(f"{path} is a folder named like a notebook, not a notebook file: give the .ipynb "
+                                "file itself, or the learner's folder that holds it")
+        if path.is_file() and path.suffix.lower() not in (".ipynb", ".zip"):
+            raise DownloadError(f"{path} is not a notebook (.ipynb), the LMS's download (.zip) or a folder; give "
+                                "learners' notebooks, a folder per learner, a folder of such folders, or the zip")
 
 
 def _visible(folder: Path) -> list[Path]:
@@ -125,7 +168,7 @@ def _version(stem: str, courses: Sequence[CourseNotebook]) -> tuple[str, int]:
 
 
 def _attribute(entries: dict[str, _Entry], lms_id: str, name: str, path: Path, original: str,
-               courses: Sequence[CourseNotebook], *, late: bool = False) -> None:
+               courses: Sequence[CourseNotebook], *, late: bool = False, exact: bool = False) -> None:
     entry = entries.setdefault(lms_id, _Entry(Learner(name, "", lms_id=lms_id)))
     learner = entry.learner
     learner.late = learner.late or late
@@ -134,7 +177,7 @@ def _attribute(entries: dict[str, _Entry], lms_id: str, name: str, path: Path, o
         learner.notes.append(why)
         return
     stem, number = _version(Path(original).stem, courses)
-    course = match_course(path, courses, stem)
+    course = match_course(path, courses, stem, exact=exact)
     if course is None:
         unrecognised(learner, path)
         return
@@ -201,12 +244,18 @@ def _read_moodle(folder: Path, courses: Sequence[CourseNotebook], entries: dict[
                 for found in inside:  # a learner's own folders are looked into
                     _attribute(entries, key, match["name"], found, found.name, courses)
             continue
-        match = MOODLE_FILE.match(path.name)
-        if match is None:
+        readings = moodle_file_names(path.name)
+        if not readings:
             unattributed.append(Unattributed(path, "a file not named as Moodle names submissions "
                                                    "(Full Name_id_assignsubmission_file_original)"))
             continue
-        _attribute(entries, f"moodle:{match['id']}", match["name"], path, match["file"], courses)
+        if len({r.id for r in readings}) > 1:
+            who = " or ".join(f"participant {r.id} ({r.name!r}, file {r.file!r})" for r in readings)
+            unattributed.append(Unattributed(path, f"its name could belong to {who}: given to neither; check "
+                                                   "Moodle's participants and grade the file by hand"))
+            continue
+        reading = readings[0]
+        _attribute(entries, f"moodle:{reading.id}", reading.name, path, reading.file, courses, exact=True)
 
 
 def _unzipped(paths: Sequence[Path], unpack_to: Path | None, zone: tzinfo | None,
@@ -231,10 +280,12 @@ def find_learners(paths: Sequence[Path], courses: Sequence[CourseNotebook], *,
                   unpack_to: Path | None = None, zone: tzinfo | None = None) -> Found:
     """Learners from the SUBMISSION arguments: LMS downloads by id, other folders and files as before.
 
-    A ``.zip`` among them is unpacked into a fresh folder under ``unpack_to`` (refused without one:
-    DownloadError, whose message says what to do). Each learner gets a submission time: the zip
+    A SUBMISSION that is none of these is refused first (``check_submissions``). A ``.zip`` among
+    them is unpacked into a fresh folder under ``unpack_to`` (refused without one: DownloadError,
+    whose message says what to do). Each learner gets a submission time: the zip
     entries' (read in ``zone``, None: local time) or the files' modification time (see ``times``).
     """
+    check_submissions(paths)
     unpacked: list[Path] = []
     paths = _unzipped(paths, unpack_to, zone, unpacked)
     entries: dict[str, _Entry] = {}

@@ -3,9 +3,13 @@
 Two rosters are recognised by their header:
 
 - a Canvas gradebook export (Grades, Export): ``Student, ID, SIS User ID, SIS Login ID,
-  Section``, then one column per assignment (``Name (assignment id)``) and totals; a second row
-  ``Points Possible``. The import file keeps the identifying columns and one assignment column:
-  the existing one called NAME (``--assignment``), or a new one, which Canvas creates on import.
+  Section``, then one column per assignment (``Title (assignment id)``) and totals; a second row
+  ``Points Possible``. The import file keeps the identifying columns and one assignment column,
+  found as instructors name it (``--assignment``, :func:`canvas_column`): its title without the id
+  ("Week 2: Masking"), the id ("51002"), or the start of the title up to a word boundary ("Week 2"
+  finds "Week 2: Masking (51002)", never "Week 20"), ignoring case and spaces. Two columns that
+  fit are refused by name; none is refused too, listing the columns, unless ``new_column``
+  (``--new-column``) asks for a new column of that name, which Canvas creates on import.
 - a Moodle grading worksheet (Assignment, View all submissions, Download grading worksheet):
   ``Identifier`` (``Participant 123``), ``Full name``, ``Email address``, ``Status``, ``Grade``,
   ``Maximum Grade``, ... The import file is the worksheet with ``Grade`` filled in (scaled to
@@ -83,6 +87,7 @@ COMMENTS = "Feedback comments"
 MODIFIED = "Last modified (grade)"
 SUMMARY_END = "Your feedback file has the details."  # how summary_text ends: the summary lies between the two
 WITHHELD = "Your grade is entered once the written answers are graded."
+UNDECIDED = "Your grade is entered once your instructor has looked at your resubmission."
 
 
 class RosterError(ValueError):
@@ -140,6 +145,13 @@ class Roster:
                 times[self.learner_id(row)] = when
         return times
 
+    def has_times(self) -> bool:
+        """Moodle's worksheet holds at least one "Last modified (submission)" time (a local time: read in
+        the course's time zone)."""
+        if self.kind != "moodle" or "modified_submission" not in self.columns:
+            return False
+        return any((row.get(self.col("modified_submission")) or "").strip() not in ("", "-") for row in self.rows)
+
     def late_ids(self) -> set[str]:
         """The LMS ids of the learners whose submission the roster marks late."""
         return {self.learner_id(row) for row in self.rows if self.is_late(row) and self.learner_id(row)}
@@ -159,8 +171,43 @@ def _columns_message() -> str:
             f"worksheet (columns {expected_moodle_headers()}, ...)")
 
 
-def read_roster(path: Path, assignment: str | None) -> Roster:
-    """Read ``path`` and decide, from its header, which LMS it comes from (and its separators)."""
+CANVAS_ID = re.compile(r"^(?P<title>.*?)\s*\((?P<id>\d+)\)$")  # "Week 2: Masking (51002)"
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def canvas_column(header: Sequence[str], assignment: str, path: Path, *, new_column: bool = False) -> str | None:
+    """The assignment column of a Canvas export that ``assignment`` names (see the module docstring);
+    None for a new column (``new_column``). Raises RosterError when none fits, or when several do."""
+    columns = [h for h in header if CANVAS_ID.match(h)]
+    wanted = _plain(assignment)
+    titles = {h: _plain(CANVAS_ID.match(h)["title"]) for h in columns}  # type: ignore[index]
+    exact = [h for h in columns if _plain(h) == wanted or titles[h] == wanted
+             or CANVAS_ID.match(h)["id"] == assignment.strip()]  # type: ignore[index]
+    starts = [h for h in columns if titles[h].startswith(wanted) and not titles[h][len(wanted):][:1].isalnum()]
+    found = exact or starts
+    listed = "; ".join(repr(h) for h in columns) or "none"
+    if new_column:
+        if found:
+            raise RosterError(f"{path}: --new-column {assignment!r}, but Canvas already has the column "
+                              f"{found[0]!r}; leave --new-column out to fill it, or name the new column differently")
+        return None
+    if len(found) > 1:
+        several = "; ".join(map(repr, found))
+        raise RosterError(f"{path}: --assignment {assignment!r} fits several Canvas columns ({several}); give more "
+                          "of the title, or the id in parentheses")
+    if not found:
+        raise RosterError(f"{path}: no Canvas assignment column is called {assignment!r}; its assignment columns are: "
+                          f"{listed}. Give one of these titles (or its id), or add --new-column to create a column "
+                          f"called {assignment!r} on import")
+    return found[0]
+
+
+def read_roster(path: Path, assignment: str | None, *, new_column: bool = False) -> Roster:
+    """Read ``path`` and decide, from its header, which LMS it comes from (and its separators);
+    ``assignment`` names a Canvas column (``canvas_column``), ``new_column`` creates it instead."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -178,12 +225,13 @@ def read_roster(path: Path, assignment: str | None) -> Roster:
     if all(c in header for c in CANVAS_REQUIRED):
         if not assignment:
             raise RosterError(f"{path} is a Canvas gradebook: name the assignment column with --assignment NAME")
-        pattern = re.compile(re.escape(assignment) + r"(\s*\(\d+\))?")
-        existing = [h for h in header if pattern.fullmatch(h)]
-        column = existing[0] if existing else assignment
-        roster = Roster(path, "canvas", header, rows, column, new_column=not existing, delimiter=delimiter,
+        existing = canvas_column(header, assignment, path, new_column=new_column)
+        column = existing or assignment.strip()
+        roster = Roster(path, "canvas", header, rows, column, new_column=existing is None, delimiter=delimiter,
                         decimal=decimal)
-        if existing:
+        if existing is not None and _plain(existing) != _plain(assignment):
+            roster.notes.append(f"--assignment {assignment!r} is Canvas's column {existing!r}")
+        if existing is not None:
             possible = [parse_number(row.get(column)) for row in rows
                         if (row.get("Student") or "").strip() == POINTS_POSSIBLE]
             roster.points_possible = next((p for p in possible if p is not None and p > 0), None)
@@ -194,7 +242,7 @@ def read_roster(path: Path, assignment: str | None) -> Roster:
     if all(c in columns for c in MOODLE_REQUIRED):
         roster = Roster(path, "moodle", header, rows, columns["grade"], delimiter=delimiter, decimal=decimal,
                         language=language, columns=columns)
-        if assignment:
+        if assignment or new_column:
             roster.notes.append(f"a Moodle worksheet belongs to one assignment: --assignment {assignment!r} is not "
                                 "needed (the Grade column is filled)")
         return roster
@@ -251,8 +299,9 @@ def match(roster: Roster, results: Sequence[r.LearnerResult]) -> Matched:
 
 
 def _withheld(res: r.LearnerResult | None, partial: bool) -> bool:
-    """True when the learner's grade waits for hand grading (see the module's docstring)."""
-    return res is not None and res.manual_pending > 0 and not partial
+    """True when the learner's grade waits for hand grading, or for the instructor's decision on an
+    override given for an answer since replaced (see the module's docstring)."""
+    return res is not None and (res.manual_pending > 0 or bool(res.undecided)) and not partial
 
 
 def lms_import_text(roster: Roster, matched: Matched, max_points: float, *, absent_zero: bool = False,
@@ -293,7 +342,8 @@ def lms_import_text(roster: Roster, matched: Matched, max_points: float, *, abse
 def _summary(res: r.LearnerResult | None, withheld: bool) -> str:
     text = summary_text(res)
     if withheld:
-        text = text.removesuffix(SUMMARY_END).rstrip() + f" {WITHHELD} {SUMMARY_END}"
+        why = WITHHELD if res is not None and res.manual_pending > 0 else UNDECIDED
+        text = text.removesuffix(SUMMARY_END).rstrip() + f" {why} {SUMMARY_END}"
     return text
 
 
@@ -333,12 +383,17 @@ def scale_notes(roster: Roster, matched: Matched, max_points: float, *, partial:
                      f"{format_number(roster.points_possible)} / {format_number(max_points)}) and keeps Canvas's "
                      "Points Possible. To import raw points instead, change the assignment's points in Canvas "
                      "and export the gradebook again")
-    waiting = [res for _, res in matched.pairs if _withheld(res, partial)]
+    waiting = [res for _, res in matched.pairs if _withheld(res, partial) and res and res.manual_pending > 0]
+    undecided = [res for _, res in matched.pairs if _withheld(res, partial) and res and not res.manual_pending]
+    where = "left out of" if roster.kind == "canvas" else "left empty in"
     if waiting:
-        where = "left out of" if roster.kind == "canvas" else "left empty in"
         notes.append(f"{len(waiting)} learner(s) have written answers still to grade by hand: their grade is {where} "
                      "lms-import.csv until manual.csv gives their points, so nobody sees the automatic part as "
                      "the grade (--partial-grades writes the points earned so far)")
+    if undecided:
+        notes.append(f"{len(undecided)} learner(s) have an override given for an answer they have since replaced: "
+                     f"their grade is {where} lms-import.csv until you keep or clear it (lessonlib override ... "
+                     "--keep or --clear)")
     return notes
 
 

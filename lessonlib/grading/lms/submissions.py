@@ -40,13 +40,16 @@ def safe_key(name: str) -> str:
     return key[:80]
 
 
-def match_course(path: Path, courses: Sequence[CourseNotebook], stem: str | None = None) -> CourseNotebook | None:
-    """The course notebook ``path`` is, by its name (or ``stem``, the learner's own file name), else by content."""
-    return _match_by_name(Path(f"{stem}.ipynb") if stem else path, courses) or _match_by_content(path, courses)
+def match_course(path: Path, courses: Sequence[CourseNotebook], stem: str | None = None, *,
+                 exact: bool = False) -> CourseNotebook | None:
+    """The course notebook ``path`` is, by its name (or ``stem``, the learner's own file name: holding
+    the course notebook's name, or with ``exact`` being it), else by content."""
+    named = Path(f"{stem}.ipynb") if stem else path
+    return _match_by_name(named, courses, exact) or _match_by_content(path, courses)
 
 
-def _match_by_name(path: Path, courses: Sequence[CourseNotebook]) -> CourseNotebook | None:
-    hits = [c for c in courses if c.stem in path.stem]
+def _match_by_name(path: Path, courses: Sequence[CourseNotebook], exact: bool = False) -> CourseNotebook | None:
+    hits = [c for c in courses if (c.stem == path.stem if exact else c.stem in path.stem)]
     return max(hits, key=lambda c: len(c.stem)) if hits else None
 
 
@@ -99,6 +102,8 @@ def skipped_note(path: Path) -> str | None:
     if path.name.startswith("."):
         return (f"{path.name} was not graded: its name starts with a dot, which hides it"
                 + (" (rename it to have it graded)." if path.suffix == ".ipynb" else "."))
+    if path.is_dir() and path.suffix == ".ipynb":
+        return None  # a folder named like a notebook: given to its notebook, which is flagged as unreadable
     if path.is_dir():
         return (f"{path.name}/ is a folder with no notebook in it for the grader (empty, or deeper than {MAX_DEPTH} "
                 "folders).")
@@ -123,7 +128,9 @@ def folder_entries(folder: Path, depth: int = MAX_DEPTH) -> list[Path]:
         return [folder]
     for path in entries:
         real_dir = path.is_dir() and not path.is_symlink()
-        if real_dir and depth > 0 and not path.name.startswith(".") and path.name not in SKIPPED_FOLDERS:
+        named_like_a_notebook = path.suffix == ".ipynb"  # listed, so that its notebook is flagged, not "not submitted"
+        if (real_dir and depth > 0 and not path.name.startswith(".") and path.name not in SKIPPED_FOLDERS
+                and not named_like_a_notebook):
             inside = folder_entries(path, depth - 1)
             found += inside or [path]  # an empty folder is listed, so that it gets a note
         elif not (real_dir and path.name in SKIPPED_FOLDERS):

@@ -9,9 +9,11 @@ Sources, the first that knows wins (``Learner.submitted_from`` records which):
 - ``file_mtime``: the modification time of the learner's graded notebooks, the newest.
 
 A zip entry and the worksheet hold a local date and time without a zone: they are read in the
-zone given (``--timezone Europe/Berlin``), else in this machine's local time zone. A file's
-modification time is a true instant, but it is the time the file was last written on this
-machine (a copy may change it), so it is the weakest source.
+course's time zone, stored once in the course gradebook (``--timezone Europe/Berlin`` the first
+time, or taken from an assignment's due date; see ``store/settings.py``), never silently in this
+machine's. A file's modification time is a true instant, but it is the time the file was last
+written on this machine (a copy may change it), so it is the weakest source. An instructor's
+correction (``lessonlib submission-time``) outranks them all.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from lessonlib.grading.lms.submissions import Learner
 
 SOURCES = {
+    "instructor": "a correction by the instructor",
     "moodle_worksheet": "Moodle's grading worksheet (Last modified (submission))",
     "zip_entry": "the zip entry of the LMS download",
     "file_mtime": "the file's modification time",
@@ -48,17 +50,6 @@ _MONTHS = {name: n for n, names in enumerate((
 _WORDS = re.compile(r"(\d{1,2})\.?\s+(?:de\s+)?([^\W\d_]+)\.?\s+(?:de\s+)?(\d{4}),?\s+(?:à\s+|um\s+|a las\s+|às\s+)?"
                     r"(\d{1,2})[:h](\d{2})\s*([AaPp]\.?\s?[Mm]\.?)?")
 _NUMERIC = re.compile(r"(\d{1,2})[./](\d{1,2})[./](\d{4}),?\s+(\d{1,2}):(\d{2})")
-
-
-def zone_of(name: str | None) -> tzinfo | None:
-    """The time zone ``--timezone`` names (an IANA name such as Europe/Berlin, or UTC); None: local time."""
-    if not name:
-        return None
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"--timezone {name!r} is not a time zone name; give an IANA name such as Europe/Berlin, "
-                         "America/New_York or UTC") from None
 
 
 def parse_moodle_time(text: str, zone: tzinfo | None = None) -> datetime | None:

@@ -7,7 +7,8 @@ trusted:
 - an entry whose name is absolute or climbs out (``../``, ``C:``, a backslash path) is refused,
   and so is one that is a symbolic link;
 - the sizes are capped before anything is written (MAX_UNPACKED_BYTES in all, MAX_ENTRIES
-  entries), and again while writing, since an entry's declared size may lie (a zip bomb);
+  entries, and MAX_RATIO times what the entry, or the whole zip, takes compressed), and again
+  while writing, since an entry's declared size may lie (a zip bomb);
 - it is unpacked into a fresh folder the grader owns (inside the output folder, which learner
   code never sees), never next to the zip; each file keeps the time the zip gives it, which
   decides between two versions of a notebook that carry no resubmission number.
@@ -27,6 +28,11 @@ from pathlib import Path, PurePosixPath
 
 MAX_UNPACKED_BYTES = 2 * 2**30  # a course of 150 learners hands in a few hundred MB at most
 MAX_ENTRIES = 50_000
+# Deflate packs a notebook's JSON some 3 to 20 times, its images hardly at all; a zip bomb packs a
+# thousand times or more (1.85 MB that unpack to 1.9 GB). Below RATIO_FROM bytes the ratio is not
+# judged: a small file cannot fill a disk, whatever it packs to.
+MAX_RATIO = 100
+RATIO_FROM = 2**20
 CHUNK = 1 << 20
 
 
@@ -54,6 +60,28 @@ def entry_time(date_time: tuple[int, int, int, int, int, int], zone: tzinfo | No
     return datetime(*date_time, tzinfo=zone).timestamp()
 
 
+def _ratio(unpacked: int, packed: int) -> float:
+    return unpacked / max(packed, 1)
+
+
+def _check_ratios(archive: Path, infos: list[zipfile.ZipInfo], declared: int) -> None:
+    """Refuse an entry, or the zip as a whole (entries may share their compressed bytes), that
+    unpacks to more than MAX_RATIO times what it takes in the zip."""
+    for info in infos:
+        ratio = _ratio(info.file_size, info.compress_size)
+        if info.file_size > RATIO_FROM and ratio > MAX_RATIO:
+            raise DownloadError(f"{archive}: the entry {info.filename!r} would unpack to {info.file_size:,} bytes from "
+                                f"{info.compress_size:,}, {ratio:,.0f} times, more than the {MAX_RATIO} times a "
+                                "notebook packs to (a zip bomb?); the zip is refused: unzip it yourself only if you "
+                                "trust it, and pass the folder")
+    size = archive.stat().st_size
+    if declared > RATIO_FROM and _ratio(declared, size) > MAX_RATIO:
+        raise DownloadError(f"{archive}: it would unpack to {declared:,} bytes from {size:,}, "
+                            f"{_ratio(declared, size):,.0f} times, more than the {MAX_RATIO} times notebooks pack to "
+                            "(a zip bomb?); the zip is refused: unzip it yourself only if you trust it, and pass the "
+                            "folder")
+
+
 def unpack(archive: Path, destination: Path, *, zone: tzinfo | None = None) -> Path:
     """Unpack ``archive`` into ``destination`` (emptied first) and return it; DownloadError if refused.
 
@@ -70,6 +98,7 @@ def unpack(archive: Path, destination: Path, *, zone: tzinfo | None = None) -> P
             if declared > MAX_UNPACKED_BYTES:
                 raise DownloadError(f"{archive}: it would unpack to {declared / 2**30:.1f} GB, more than the "
                                     f"{MAX_UNPACKED_BYTES // 2**30} GB allowed; unzip it yourself and pass the folder")
+            _check_ratios(archive, infos, declared)
             for info in infos:
                 if _safe_name(info.filename) is None:
                     raise DownloadError(f"{archive}: the entry {info.filename!r} would be written outside the folder "

@@ -14,7 +14,8 @@ The instructor's reports below are each one HTML page (or folder of pages) that 
 - :mod:`term`: across the course's assignments, the misconceptions that persist per learner and
   per class, the sections to reteach, and who needs help.
 - :mod:`similarity`: near-identical answers between learners and answers copied from the course's
-  own code, per exercise answer cell, side by side (copydetect's winnowing).
+  own code, per exercise answer cell, side by side (copydetect's winnowing of code put in one
+  canonical form by :mod:`normalise`).
 
 What the grading commands call::
 

@@ -68,8 +68,14 @@ class CourseFile:
     text: str
 
 
+# lessonlib's subpackages that are not the course's teaching code: the exercises' models of
+# misconceptions (wrong on purpose) and the grader itself.
+NOT_TAUGHT = ("exercises", "grading")
+
+
 def course_files(checkout: Path | None = None) -> list[CourseFile]:
-    """The course's code: every code cell of the lesson and solutions notebooks, and lessonlib's modules."""
+    """The course's code: every code cell of the lesson and solutions notebooks, and the modules of
+    lessonlib's engine (not ``NOT_TAUGHT``)."""
     root = checkout if checkout is not None else course_checkout()
     files: list[CourseFile] = []
     if root is not None:
@@ -81,6 +87,8 @@ def course_files(checkout: Path | None = None) -> list[CourseFile]:
                         files.append(CourseFile(f"{folder}/{path.name}, cell {cell.get('id') or n}", text))
     package = Path(lessonlib.__file__).resolve().parent
     for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] in NOT_TAUGHT:
+            continue
         files.append(CourseFile(f"lessonlib/{path.relative_to(package).as_posix()}", path.read_text(encoding="utf-8")))
     return files
 

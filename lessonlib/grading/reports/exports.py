@@ -71,7 +71,7 @@ def export_for_lms(gb: store.Gradebook, assignment: str, results: Sequence[r.Lea
     exported = Exported(sorted(chosen, key=str.lower), why=why)
     if roster is not None:
         matched = match(roster, results)
-        selected = [res for res in roster_names(results, matched, roster) if res.key in chosen]
+        selected = [res for res in roster_names(results, matched, roster, late_from_roster=False) if res.key in chosen]
         absent = absent_zero and not changed_only  # a learner with no submission never changes
         only = Matched([(row, res) for row, res in matched.pairs
                         if (res is not None and res.key in chosen) or (res is None and absent)], [])

@@ -185,11 +185,23 @@ def exercise_blocks(g: r.ExerciseGrade, *, hidden: bool = True) -> list[Block]:
     return blocks
 
 
+def overrides_sentence(result: r.LearnerResult) -> str:
+    """Which scores the instructor set, and why ("" when none): a total is never called automatic
+    without saying so."""
+    set_by_hand = [g for g in result.exercises if g.override_reason]
+    if not set_by_hand:
+        return ""
+    return "Set by your instructor: " + "; ".join(f"{g.exercise} {_num(g.points)} of {_num(g.max_points)} "
+                                                  f"({g.override_reason})" for g in set_by_hand) + "."
+
+
 def feedback_blocks(result: r.LearnerResult) -> list[Block]:
     """The whole feedback of one learner: totals, a table of exercises, then each exercise."""
     manual = [g for g in result.exercises if g.kind == "manual"]
     total = spans("Automatic checks: ", Span(f"{_num(result.auto_points)} / {_num(result.auto_max_points)} points",
                                              "strong"), ".")
+    if overrides_sentence(result):
+        total += spans(" " + overrides_sentence(result))
     if result.manual_pending:
         total += spans(f" Written answers ({_num(result.manual_pending)} points) are graded by hand.")
     elif any(g.status == r.GRADED_BY_HAND for g in manual):
@@ -223,6 +235,8 @@ def summary_text(result: r.LearnerResult | None, *, most: int = 3) -> str:
     passed = sum(g.status == r.PASSED for g in auto)
     text = (f"{SUMMARY_MARK} {_num(result.auto_points)} / {_num(result.auto_max_points)} points "
             f"({passed} of {len(auto)} exercises passed).")
+    if overrides_sentence(result):
+        text += " " + overrides_sentence(result)
     revisit = [g.exercise for g in auto if g.status != r.PASSED]
     if revisit:
         more = f" and {len(revisit) - most} more" if len(revisit) > most else ""

@@ -69,7 +69,7 @@ def summary_rows(results: Sequence[r.LearnerResult], *, not_in_roster: Sequence[
     for res in results:
         auto = [g for g in res.exercises if g.kind == "auto"]
         percent = 100 * res.points / res.max_points if res.max_points else 0.0
-        flagged = "; ".join(f"{g.exercise}: {g.status}" for g in res.flagged)
+        flagged = "; ".join([f"{g.exercise}: {g.review or g.status}" for g in res.flagged] + res.review)
         notes = ((["late"] if res.late or res.late_deducted else []) + ([res.late_note] if res.late_note else [])
                  + ([NOT_IN_ROSTER] if res.key in not_in_roster else []))
         passed = sum(g.status == r.PASSED for g in auto)
@@ -118,11 +118,13 @@ def gradebook_json(results: Sequence[r.LearnerResult], isolation: Isolation, lim
     }
 
 
-def roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster) -> list[r.LearnerResult]:
+def roster_names(results: Sequence[r.LearnerResult], matched: Matched, roster: Roster, *,
+                 late_from_roster: bool = True) -> list[r.LearnerResult]:
     """Each matched learner under the roster's name (their key stays), so every file names them alike;
-    late when the roster says so (Moodle's Status column)."""
+    late when the roster says so (Moodle's Status column) and ``late_from_roster``: results from the
+    course gradebook have the LMS's flag already, weighed against the learner's extension."""
     names = {res.key: roster.learner_name(row).strip() for row, res in matched.pairs if res is not None}
-    late = {res.key for row, res in matched.pairs if res is not None and roster.is_late(row)}
+    late = {res.key for row, res in matched.pairs if res is not None and roster.is_late(row) and late_from_roster}
     return [replace(res, learner=names.get(res.key) or res.learner, late=res.late or res.key in late)
             for res in results]
 
@@ -150,7 +152,8 @@ class Written:
 def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Isolation, limits: Limits,
                     workers: int, *, unattributed: Sequence[Unattributed] = (), roster: Roster | None = None,
                     marks: dict[tuple[str, str], Mark] | None = None, notebooks: Sequence[str] = (),
-                    absent_zero: bool = False, partial_grades: bool = False, applied: bool = False) -> Written:
+                    absent_zero: bool = False, partial_grades: bool = False, applied: bool = False,
+                    secret: bytes | None = None) -> Written:
     """Write every gradebook file (each one atomically), with the hand-given ``marks`` applied.
 
     ``notebooks`` is the assignment (empty: the whole course); totals count only its points.
@@ -158,7 +161,8 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
     grade in the LMS is left as it is). ``partial_grades``: learners with written answers still to
     grade get their points so far in lms-import.csv (default: no grade until hand grading is done).
     ``applied``: ``results`` come from the course gradebook, with the hand grades (and overrides)
-    applied already; ``marks`` only fill manual.csv.
+    applied already; ``marks`` only fill manual.csv. ``secret``: the course's marking secret, which
+    numbers learners on the marking pages (None: one drawn for this call).
     """
     out = Path(out)
     marks = marks or {}
@@ -174,7 +178,7 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         path, written.warnings = write_lms_import(out, roster, matched, max_points, absent_zero=absent_zero,
                                                   partial=partial_grades)
         written.paths.append(path)
-        graded = roster_names(graded, matched, roster)
+        graded = roster_names(graded, matched, roster, late_from_roster=not applied)
         summary = [[_missing_key(roster, row), roster.learner_name(row), "0", _num(max_points), "0.0", "", "0", "",
                     "", "", roster.learner_id(row), MISSING] for row in matched.missing]
         roster_info = {"file": str(roster.path), "kind": roster.kind, "column": roster.column,
@@ -196,7 +200,7 @@ def write_gradebook(out: Path, results: Sequence[r.LearnerResult], isolation: Is
         written.paths.append(out / name)
     written.paths.append(write_manual(out, graded, marks))
     written.paths.append(write_class_report(out, graded, absent=written.missing))
-    written.paths += write_marking_pages(out, graded)
+    written.paths += write_marking_pages(out, graded, secret=secret)
     atomic_write_json(out / "grades.json", gradebook_json(graded, isolation, limits, workers,
                                                           unattributed=unattributed, roster=roster_info,
                                                           notebooks=notebooks))

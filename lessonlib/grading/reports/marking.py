@@ -3,16 +3,17 @@ and a written question in Gradescope's results as a manual question.
 
 ``marking/QUESTION.html`` shows every learner's written answer to one question beside the question,
 its rubric (each criterion with what earns each score) and the model answer from the solutions
-notebook. Learners are anonymised by default: "Learner 1" to "Learner N", numbered in an order
-drawn from a hash of their keys (not alphabetical, so a number says nothing of a name; the same
-learner has the same number on every page of one call). ``marking/key.csv`` maps the numbers to
+notebook. Learners are anonymised by default: "Learner 1" to "Learner N", numbered in the order of
+an HMAC of their keys under the course's marking secret (kept in the course gradebook, never shown:
+without it, the roster alone cannot undo the numbering; the same learner has the same number on
+every page, and on every run while the class is the same). ``marking/key.csv`` maps the numbers to
 the learner keys and names of manual.csv; the pages never hold a name or a key. With
 ``show_names=True`` the pages show names and keys instead, and no key file is written.
 
 The grading commands call (nothing here reads or writes the gradebook)::
 
     from lessonlib.grading.reports import marking
-    marking.write_marking_pages(out, results, solutions=None, show_names=False)  # -> the pages' paths
+    marking.write_marking_pages(out, results, solutions=None, show_names=False, secret=SECRET)  # -> the paths
 
 ``manual.py`` gains the answer text with one change in ``write_manual``::
 
@@ -31,7 +32,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import hmac
 import io
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,11 +63,13 @@ class Answer:
     max_points: float
     rubric: str = ""  # the rubric line given with a hand grade
     comment: str = ""
+    review: str = ""  # why an earlier hand grade was withdrawn (the answer changed)
 
 
-def learner_numbers(keys: Sequence[str]) -> dict[str, int]:
-    """key -> 1..N, in the order of the keys' sha256 (stable for a set of keys; not alphabetical)."""
-    ordered = sorted(set(keys), key=lambda k: (hashlib.sha256(k.encode("utf-8")).hexdigest(), k))
+def learner_numbers(keys: Sequence[str], secret: bytes) -> dict[str, int]:
+    """key -> 1..N, in the order of HMAC-SHA256(secret, key): stable for a set of keys and a secret,
+    and without the secret no better than a random order."""
+    ordered = sorted(set(keys), key=lambda k: (hmac.new(secret, k.encode("utf-8"), hashlib.sha256).hexdigest(), k))
     return {key: n for n, key in enumerate(ordered, start=1)}
 
 
@@ -72,9 +77,10 @@ def _label(result: r.LearnerResult, numbers: dict[str, int], show_names: bool) -
     return f"{result.learner} ({result.key})" if show_names else f"Learner {numbers[result.key]}"
 
 
-def question_answers(results: Sequence[r.LearnerResult], question: str, *, show_names: bool = False) -> list[Answer]:
+def question_answers(results: Sequence[r.LearnerResult], question: str, *, secret: bytes,
+                     show_names: bool = False) -> list[Answer]:
     """Every learner's answer to ``question``, by number (or by name with show_names)."""
-    numbers = learner_numbers([res.key for res in results])
+    numbers = learner_numbers([res.key for res in results], secret)
     found = []
     for res in results:
         for g in res.exercises:
@@ -82,7 +88,7 @@ def question_answers(results: Sequence[r.LearnerResult], question: str, *, show_
                 rubric, comment = (g.diagnosis, g.reason) if g.status == r.GRADED_BY_HAND else ("", "")
                 order = (res.learner.lower(), res.key) if show_names else (numbers[res.key], "")
                 found.append((order, Answer(_label(res, numbers, show_names), g.answer_text, str(g.status),
-                                            g.points, g.max_points, rubric, comment)))
+                                            g.points, g.max_points, rubric, comment, g.review)))
     return [a for _, a in sorted(found, key=lambda pair: pair[0])]
 
 
@@ -102,7 +108,7 @@ def _answer_html(a: Answer) -> str:
         given = f"Graded by hand: {a.points:g} of {a.max_points:g}" + (f"; rubric: {esc(a.rubric)}" if a.rubric else "")
         given += f". Comment: {esc(a.comment)}" if a.comment else "."
     else:
-        given = f"Not graded yet (0 to {a.max_points:g} points)."
+        given = f"Not graded yet (0 to {a.max_points:g} points)." + (f" Note: {esc(a.review)}." if a.review else "")
     return (f'<section class="answer"><h3>{esc(a.label)}</h3><p class="muted">{given}</p>'
             f"<pre>{esc_block(a.text or '')}</pre></section>")
 
@@ -139,9 +145,9 @@ def marking_page_html(question: ManualQuestion, answers: Sequence[Answer], model
     return document(f"Marking: {question.name}", body)
 
 
-def key_csv(results: Sequence[r.LearnerResult]) -> str:
+def key_csv(results: Sequence[r.LearnerResult], secret: bytes) -> str:
     """The key file: ``number,learner,name`` (learner is the key used in manual.csv)."""
-    numbers = learner_numbers([res.key for res in results])
+    numbers = learner_numbers([res.key for res in results], secret)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(("number", "learner", "name"))
@@ -152,10 +158,12 @@ def key_csv(results: Sequence[r.LearnerResult]) -> str:
 
 
 def write_marking_pages(out: Path, results: Sequence[r.LearnerResult], *, solutions: Path | None = None,
-                        show_names: bool = False) -> list[Path]:
+                        show_names: bool = False, secret: bytes | None = None) -> list[Path]:
     """Write ``out/marking/QUESTION.html`` for every written question the results hold, and (anonymised)
     ``out/marking/key.csv``; returns the paths written. ``solutions``: the folder of the solutions
-    notebooks (default: the course checkout's, when lessonlib runs from one)."""
+    notebooks (default: the course checkout's, when lessonlib runs from one). ``secret``: the course's
+    marking secret (None: one drawn for this call, so the numbers hold for this call's pages alone)."""
+    secret = secret if secret is not None else os.urandom(32)
     folder = Path(out) / MARKING_FOLDER
     names = list(dict.fromkeys(g.exercise for res in results for g in res.exercises if g.kind == "manual"))
     written = []
@@ -163,13 +171,13 @@ def write_marking_pages(out: Path, results: Sequence[r.LearnerResult], *, soluti
         question = MANUAL_QUESTIONS.get(name)
         if question is None:
             continue  # a written question this version of the course no longer has
-        page = marking_page_html(question, question_answers(results, name, show_names=show_names),
+        page = marking_page_html(question, question_answers(results, name, secret=secret, show_names=show_names),
                                  model_answer(question, solutions), show_names=show_names)
         path = folder / f"{name}.html"
         atomic_write_text(path, page)
         written.append(path)
     if written and not show_names:
-        atomic_write_text(folder / KEY_FILE, key_csv(results))
+        atomic_write_text(folder / KEY_FILE, key_csv(results, secret), mode=0o600)
         written.append(folder / KEY_FILE)
     return written
 

@@ -2,8 +2,11 @@
 course's own code, per exercise answer cell, side by side. Flagged for a look, never a penalty.
 
 The comparison is copydetect's (MIT licence; Schleimer, Wilkerson and Aiken's winnowing, the
-method behind MOSS). Code is tokenised by Pygments and names, strings and comments are replaced
-by placeholders, so renaming variables or rewording comments does not hide a copy; k-grams of
+method behind MOSS). Code is first put in a canonical form (``normalise.py``: statements that do
+nothing dropped, statements that do not depend on each other in one order), so padding a copy or
+shuffling it hides nothing; the report shows the code as compared. It is then tokenised by
+Pygments and names, strings and comments are replaced by placeholders, so renaming variables or
+rewording comments does not hide a copy either; k-grams of
 ``NOISE`` tokens are hashed and winnowed with a window that guarantees any common run of
 ``GUARANTEE`` tokens is found. What every learner was given (the released exercise notebooks'
 code cells: signatures, docstrings, stubs) is boilerplate, removed before comparing, so two
@@ -13,9 +16,12 @@ copydetect's "tokens" are the characters of the filtered code, where a name coun
 Two learners' answers to one exercise are flagged when the copied part is at least ``THRESHOLD``
 of either answer (copydetect's similarity: overlapping tokens over the tokens compared) and at
 least ``MIN_COPIED`` tokens long (short answers converge honestly). An answer is flagged as from
-the course when at least ``THRESHOLD`` of it is found in one piece of the course's code: a code
-cell of a lesson or solutions notebook, or a module of lessonlib. The course's code comes from
-the checkout lessonlib runs from (``course.course_files``), or the list given.
+the course when it has at least ``MIN_LINES`` statements and ``MIN_COPIED`` tokens, and at least
+``THRESHOLD`` of it is found in one piece of the course's code: a code cell of a lesson or
+solutions notebook, or a module of lessonlib's engine (not ``lessonlib.exercises``, whose models of
+misconceptions are wrong answers on purpose: a learner who shares a misconception has not copied
+it). The course's code comes from the checkout lessonlib runs from (``course.course_files``), or
+the list given.
 
 The page renders alone (inline style, no script), every answer escaped, the copied parts marked
 (``<mark>``, bold and underlined as well as shaded). The grading commands call::
@@ -44,6 +50,7 @@ import numpy as np
 from lessonlib.grading.files import atomic_write_text
 from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.reports.course import CourseFile, course_files, exercise_stubs
+from lessonlib.grading.reports.normalise import normalise
 from lessonlib.grading.reports.page import document, esc, esc_block, table
 from lessonlib.grading.run.notebooks import assignment_courses, read_notebook
 from lessonlib.grading.run.plans import plan_notebook
@@ -54,7 +61,8 @@ if TYPE_CHECKING:
 REPORT = "similarity-report.html"
 NOISE, GUARANTEE = 12, 18  # copydetect's noise and guarantee thresholds, in tokens (its defaults: 25, 30)
 THRESHOLD = 0.8  # of an answer found in the other
-MIN_COPIED = 40  # tokens in common, for a pair of learners
+MIN_COPIED = 40  # tokens in common, for a pair of learners and for a copy of the course
+MIN_LINES = 3  # statements an answer needs before it can be "from the course"
 SIDE_BY_SIDE = 60  # pairs shown in full; the table lists every one
 MARK = "background:#fff3a3;font-weight:700;text-decoration:underline"
 
@@ -100,7 +108,7 @@ def learner_answers(learners: Sequence[Learner]) -> list[Answer]:
             for plan in plans:
                 source = next((s.source for s in plan.program if s.label == "answer"), None)
                 if source and source.strip():
-                    found.append(Answer(ln.key, ln.name, notebook, plan.exercise, source, True))
+                    found.append(Answer(ln.key, ln.name, notebook, plan.exercise, normalise(source), True))
             for w in written:
                 if w.text:
                     found.append(Answer(ln.key, ln.name, notebook, w.question.name, w.text, False))
@@ -119,7 +127,7 @@ def boilerplate_hashes(stubs: Sequence[str]) -> np.ndarray:
     """The fingerprints of what every learner was given."""
     hashes: set[int] = set()
     for stub in stubs:
-        hashes |= _fingerprint(stub, True, np.array([], dtype=np.int64)).hashes
+        hashes |= _fingerprint(normalise(stub), True, np.array([], dtype=np.int64)).hashes
     return np.array(sorted(hashes), dtype=np.int64)
 
 
@@ -155,19 +163,32 @@ def find_matches(answers: Sequence[Answer], course: Sequence[CourseFile], stubs:
                          (f"{b.name} ({b.key})", b.text, prints[id(b)]))
             if m and m.copied >= min_copied and max(m.left_share, m.right_share) >= threshold:
                 pairs.append(m)
-    course_prints = [(f.label, f.text, _fingerprint(f.text, True, boilerplate)) for f in course]
+    course_prints = [(f.label, text, _fingerprint(text, True, boilerplate))
+                     for f in course for text in [normalise(f.text)]]
     copies = []
     for a in answers:
-        if not a.code:
-            continue
+        if not a.code or _statements(a.text) < MIN_LINES:
+            continue  # a line or two: the course and the learner may write it alike honestly
         best = None
         for piece in course_prints:
             m = _compare(a.exercise, (f"{a.name} ({a.key})", a.text, prints[id(a)]), piece)
-            if m and m.left_share >= threshold and (best is None or m.left_share > best.left_share):
+            if (m and m.left_share >= threshold and m.copied >= min_copied
+                    and (best is None or m.left_share > best.left_share)):
                 best = m
         if best is not None:
             copies.append(best)
     return sorted(pairs, key=_most_similar), sorted(copies, key=_most_similar)
+
+
+def _statements(code: str) -> int:
+    """The statements of (normalised) code, nested ones included; its lines when it does not parse."""
+    import ast
+
+    try:
+        return sum(isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   for node in ast.walk(ast.parse(code)))
+    except (SyntaxError, ValueError, RecursionError):
+        return len([line for line in code.splitlines() if line.strip()])
 
 
 def _most_similar(m: Match) -> tuple[float, str, str]:
@@ -212,22 +233,27 @@ class Identical:
     learners: tuple[str, ...]  # "Name (key)"
 
 
-def identical_files(gradebook: object, assignment: str, *, given: Sequence[Path] = ()) -> list[Identical]:
-    """Files of ``assignment`` with one sha256 for two or more learners, whichever run graded them;
-    files identical to one of ``given`` (the released notebooks: handed in untouched) are left out."""
+def identical_files(gradebook: object, assignment: str | Sequence[str], *,
+                    given: Sequence[Path] = ()) -> list[Identical]:
+    """Files of ``assignment`` (or of several: the sections of one assignment) with one sha256 for two
+    or more learners, whichever run graded them; files identical to one of ``given`` (the released
+    notebooks: handed in untouched) are left out."""
     import hashlib
 
+    names = [assignment] if isinstance(assignment, str) else list(assignment)
     untouched = {hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in given}
-    rows = gradebook.conn.execute(
-        "SELECT f.notebook, f.sha256, l.key, l.name FROM submission_files f "
+    rows = gradebook.conn.execute(  # type: ignore[attr-defined]
+        "SELECT f.notebook, f.sha256, l.key, l.name, a.name AS assignment FROM submission_files f "
         "JOIN submissions s ON s.id = f.submission_id JOIN learners l ON l.id = s.learner_id "
-        "JOIN assignments a ON a.id = s.assignment_id WHERE a.name = ? AND f.sha256 != '' "
-        "ORDER BY f.notebook, l.key", (assignment,))
+        f"JOIN assignments a ON a.id = s.assignment_id WHERE a.name IN ({', '.join('?' * len(names))}) "
+        "AND f.sha256 != '' ORDER BY f.notebook, l.key", names)
     found: dict[tuple[str, str], list[str]] = {}
+    places: dict[tuple[str, str], set[str]] = {}
     for row in rows:
         if row["sha256"] not in untouched:
             found.setdefault((row["notebook"], row["sha256"]), []).append(f"{row['name']} ({row['key']})")
-    return [Identical(assignment, notebook, tuple(who)) for (notebook, _), who in sorted(found.items())
+            places.setdefault((row["notebook"], row["sha256"]), set()).add(row["assignment"])
+    return [Identical(" and ".join(sorted(places[k])), k[0], tuple(who)) for k, who in sorted(found.items())
             if len(who) >= 2]
 
 
@@ -262,8 +288,11 @@ def similarity_report_html(pairs: Sequence[Match], copies: Sequence[Match], *, a
             f"<p>{answers} answer(s) compared, per exercise answer cell and written question. Flagged: at least "
             f"{threshold:.0%} of an answer found in another learner's answer to the same exercise (and "
             f"{MIN_COPIED} tokens or more in common), or in one piece of the course's code (lesson and "
-            "solutions notebooks, lessonlib). What the exercise notebooks give every learner is left out. "
-            "Copied parts are marked (shaded, bold and underlined). Names are for the instructor only.</p>"]
+            f"solutions notebooks, lessonlib's engine), for answers of {MIN_LINES} statements or more. What the "
+            "exercise notebooks give every learner is left out. Code is shown as it was compared: comments, "
+            "docstrings and statements that do nothing removed, statements that do not depend on each other in "
+            "one order. Copied parts are marked (shaded, bold and underlined). Names are for the instructor "
+            "only.</p>"]
     if summary:
         body.append(table("Every flagged match, most similar first", ("exercise", "answer", "found in", "share"),
                           summary))

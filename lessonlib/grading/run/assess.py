@@ -280,10 +280,18 @@ MAX_PEAK_KB = 2**40  # a kernel count never comes near this; anything beyond is 
 
 
 def _peak_bytes(fate: dict[str, Any]) -> int | None:
-    """Peak resident memory of the child (and anything it forked) above what it held at birth, as
-    the zygote read it from the kernel after the child ended (bytes; None when not measured)."""
+    """The child's peak memory as the zygote read it after the child ended (bytes; None when not
+    measured): the peak of the control group the child ran in alone, where it had one (all it
+    allocated, out of its reach); else its peak resident memory (and anything it forked) from the
+    kernel, above what it held at birth."""
+    def known(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_PEAK_KB
+
+    group = fate.get("group_peak_kb")
+    if known(group):
+        return group * 1024
     peak, base = fate.get("peak_rss_kb"), fate.get("base_rss_kb")
-    if not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_PEAK_KB for x in (peak, base)):
+    if not (known(peak) and known(base)):
         return None
     return max(peak - base, 0) * 1024
 
@@ -307,4 +315,4 @@ def manual_grade(answer: ManualAnswer) -> r.ExerciseGrade:
     points = None if answer.status == r.NEEDS_MANUAL else 0.0
     return r.ExerciseGrade(q.notebook, q.name, points, q.points, answer.status, diagnosis=answer.reason,
                            reason=answer.reason, kind="manual", answer_text=answer.text,
-                           notes=[f"Question: {q.question}"])
+                           notes=[f"Question: {q.question}"], answer_sha256=r.answer_digest(answer.text))

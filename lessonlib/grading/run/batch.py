@@ -3,13 +3,14 @@
 Output folder layout::
 
     DIR/grades.csv, summary.csv, grades.json, feedback/<learner>.md   written at the end
-    DIR/learners/<learner>.json      one learner's result, written (atomically) when known
-    DIR/.grading/state.json          the seed of the hidden cases and the settings
     DIR/.grading/trial/              the trial sandbox's job (no learner's: see probe.choose_isolation)
     DIR/.grading/work/<learner>/     a learner's job while it runs: job.bin (the worker's stdin),
                                      worker.out (its stdout: records, read once by results.read_results)
 
-Resuming: a learner whose result is saved (for the same files and seed) is not graded again.
+Each learner's result is handed to ``on_result`` as soon as it is known (the command saves it in
+the course gradebook, which also holds the seed: this module keeps no state of its own in files).
+Resuming: a learner whose result ``saved`` returns (graded from the same files and seed) is not
+graded again.
 Before each exercise runs, the worker sends a ``started`` record; one without a result, found in
 worker.out when the command is run again, means the grading process died while that exercise ran. In
 the bubblewrap sandbox learner code cannot reach the grading process, so such an exercise is
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import shutil
 import subprocess
 import threading
@@ -37,11 +37,10 @@ from typing import Any
 
 from lessonlib.exercises import EXERCISES, Case
 from lessonlib.grading import records as r
-from lessonlib.grading.files import atomic_write_json, read_json
+from lessonlib.grading.files import atomic_write_json, owner_only
 from lessonlib.grading.isolation import cgroups, probe, sandbox, workers
 from lessonlib.grading.lms.downloads import DownloadError, Unattributed, find_learners
 from lessonlib.grading.lms.submissions import Learner
-from lessonlib.grading.lms.times import zone_of
 from lessonlib.grading.run import jobs, resume
 from lessonlib.grading.run.assess import assess, manual_grade
 from lessonlib.grading.run.errors import GradingError, Interrupted
@@ -54,6 +53,8 @@ from lessonlib.grading.run.notebooks import (
 )
 from lessonlib.grading.run.plans import ExercisePlan, plan_notebook
 from lessonlib.grading.run.results import TaskResult, read_results
+from lessonlib.grading.store.database import GRADEBOOK_FILE
+from lessonlib.grading.zones import zone_of
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class GradeSettings:
     isolation: str = "auto"
     notebooks: tuple[str, ...] = ()  # the assignment: course notebook file names to grade; empty, all of them
     timezone: str | None = None  # the zone of the LMS's local times (zip entries, the worksheet); None: local
+    gradebook: Path | None = None  # the course gradebook; None: gradebook.db beside ``out``
 
     def zone(self) -> tzinfo | None:
         """The time zone ``timezone`` names (ValueError, saying what to give, for an unknown name)."""
@@ -107,7 +109,6 @@ class _Batch:
     out: Path
     state: Path
     work: Path
-    saved: Path
     courses: list[CourseNotebook]
     cases: dict[str, list[Case]]
     submissions: list[Path]
@@ -118,19 +119,20 @@ class _Batch:
     running: dict[str, workers.Worker] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     containment: cgroups.Plan = field(default_factory=cgroups.Plan)  # a control group per worker, if any
+    gradebook: Path | None = None  # the course gradebook: the trial checks learner code cannot reach it
     numbers: itertools.count = field(default_factory=lambda: itertools.count(1))  # names the groups
 
 
 # --- set-up --------------------------------------------------------------------------------------
 
 
-def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int) -> int:
+def _run_worker(batch: _Batch, learner: Learner, job_dir: Path, n_tasks: int, measured: int) -> int:
     allowance = 120 + n_tasks * 2 * (batch.limits.wall_seconds + 10)  # each task may be tried twice
     with batch.lock:
         if batch.stopping.is_set():
             raise Interrupted
         worker = workers.start_worker(job_dir, batch.isolation.level, batch.limits, protected=batch.protected,
-                                      plan=batch.containment, number=next(batch.numbers))
+                                      plan=batch.containment, number=next(batch.numbers), measured=measured)
         batch.running[learner.key] = worker
     try:
         worker.process.wait(timeout=allowance)
@@ -164,12 +166,13 @@ def _run_tasks(batch: _Batch, learner: Learner, plans: list[ExercisePlan], job_d
             assert batch.isolation is not None
             job, arrays, secret, secret_arrays = jobs.prepare_job(
                 remaining, job_dir, level=batch.isolation.level, limits=batch.limits,
-                worker_count=batch.settings.workers, cases=batch.cases, solo=solo)
+                worker_count=batch.settings.workers, cases=batch.cases, solo=solo,
+                shared_folders=batch.isolation.verified.get("writable_folders") or ())
         else:  # a relaunch after the worker died: only what is left, in a fresh sandbox
             job["tasks"] = [t for t in job["tasks"] if t["key"] in {jobs.task_key(p) for p in remaining}]
         # it holds every case's inputs: 0600, not for learner code
         workers.write_job(job_dir, job, arrays, secrets=secret, secret_arrays=secret_arrays)
-        code = _run_worker(batch, learner, job_dir, len(remaining))
+        code = _run_worker(batch, learner, job_dir, len(remaining), workers.measured_children(job))
         report = read_results(job_dir, batch.limits)
         if batch.stopping.is_set():  # the instructor stopped the batch while it was read
             raise Interrupted
@@ -209,6 +212,7 @@ def grade_learner(batch: _Batch, learner: Learner, fingerprint: str, *, solo: bo
         task = results.get(key)
         grade = assess(exercise, plan, batch.cases[plan.exercise], task, batch.limits,
                        stopped_grader=suspects.get(key) == "culprit")
+        grade.answer_sha256 = r.answer_digest(next((s.source for s in plan.program if s.label == "answer"), None))
         if task is None and plan.status is None and suspects.get(key) != "culprit" and failure:
             grade.reason = f"The worker could not run this exercise: {failure}"
             grade.diagnosis = "the worker could not run this exercise"
@@ -231,21 +235,22 @@ def _make_batch(submissions: Sequence[Path], settings: GradeSettings) -> _Batch:
     out = Path(settings.out).resolve()
     resolved = [Path(s).resolve() for s in submissions]
     state = out / ".grading"
-    for folder in (out, state, state / "work", out / "learners"):
+    for folder in (out, state, state / "work"):
         folder.mkdir(parents=True, exist_ok=True)
-    for folder in (state, out / "learners"):
-        os.chmod(folder, 0o700)  # the hidden cases' seed and the saved results: the grader's alone
+    # grades, hidden cases' descriptions, feedback, the marking key, the jobs with every case's inputs:
+    # the instructor's alone
+    owner_only(out)
     try:
         courses = assignment_courses(settings.notebooks)
     except ValueError as exc:
         raise GradingError(f"--notebooks: {exc}") from None
-    seed = resume.resolve_seed(state, settings.seed, [c.name for c in courses])
+    seed = settings.seed if settings.seed is not None else resume.new_seed()  # the caller keeps it
     return _Batch(
-        settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work",
-        saved=out / "learners", courses=courses,
+        settings=settings, limits=settings.limits(), out=out, state=state, work=state / "work", courses=courses,
         cases={name: ex.public_cases() + ex.hidden_cases(seed) for name, ex in EXERCISES.items()},
         submissions=resolved, protected=sandbox.protected_folders(out, resolved),
         seed_digest=hashlib.sha256(str(seed).encode()).hexdigest()[:16],
+        gradebook=Path(settings.gradebook or out.parent / GRADEBOOK_FILE).resolve(),
     )
 
 
@@ -277,19 +282,23 @@ def _grade_and_save(batch: _Batch, learner: Learner, fingerprint: str, solo: boo
         raise
     except Exception as exc:  # the fingerprint stays empty, so the next run grades this learner again
         result = _grader_failed(batch, learner, exc)
-    atomic_write_json(batch.saved / f"{result.key}.json", result.to_dict(), mode=0o600)
     shutil.rmtree(batch.work / result.key, ignore_errors=True)
     return result
 
 
 def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporter: Reporter | None = None,
           on_result: Callable[[r.LearnerResult, Learner], None] | None = None,
-          rekey: Callable[[list[Learner]], list[Learner]] | None = None) -> BatchResult:
+          rekey: Callable[[list[Learner]], list[Learner]] | None = None,
+          saved: Callable[[Learner, str], r.LearnerResult | None] | None = None,
+          recorded: sandbox.Isolation | None = None) -> BatchResult:
     """Grade every learner found in ``submissions`` into ``settings.out`` (resuming where it stopped).
 
     ``rekey``: gives the found learners their keys (the course gradebook's stored ones) instead of
     keys in arrival order. ``on_result``: called in this thread with each learner's result as soon
-    as it is known, saved ones included."""
+    as it is known, saved ones included. ``saved``: a learner's stored result when it was graded
+    from the given fingerprint (None: grade it); ``recorded``: the isolation of the run that graded
+    them, used when every learner is saved (no worker starts, so none is probed). Without
+    ``settings.seed``, a new secret seed is drawn for this call alone."""
     if settings.workers < 1:
         raise GradingError("--workers must be at least 1")
     if settings.timeout <= 0 or settings.memory_mb < 64:
@@ -309,28 +318,28 @@ def grade(submissions: Sequence[Path | str], settings: GradeSettings, *, reporte
     if not learners:
         raise GradingError("no exercise notebooks found in the given submissions")
     fingerprints = {lr.key: resume.fingerprint(lr, batch.courses, batch.seed_digest) for lr in learners}
-    saved = {lr.key: resume.saved_result(batch.saved, lr, fingerprints[lr.key]) for lr in learners}
-    resume.blame(batch.work, batch.limits, {k for k, v in saved.items() if v is not None})
-    batch.isolation = _recorded_isolation(batch, settings) if all(saved.values()) else None
+    found_saved = {lr.key: saved(lr, fingerprints[lr.key]) if saved else None for lr in learners}
+    resume.blame(batch.work, batch.limits, {k for k, v in found_saved.items() if v is not None})
+    batch.isolation = _reusable(recorded, settings) if all(found_saved.values()) else None
     if batch.isolation is None:
         batch.containment = cgroups.detect()
         batch.limits = workers.contained_limits(batch.limits, batch.containment)
         try:
             batch.isolation = probe.choose_isolation(settings.isolation, batch.limits, work=batch.state / "trial",
                                                        out_dir=batch.out, submissions=batch.submissions,
-                                                       plan=batch.containment)
+                                                       plan=batch.containment, gradebook=batch.gradebook)
         except sandbox.IsolationError as exc:
             raise GradingError(str(exc)) from None
-    done = [v for v in saved.values() if v is not None]
+    done = [v for v in found_saved.values() if v is not None]
     reporter.start(total=len(learners), resumed=len(done), isolation=batch.isolation, settings=settings)
     by_key = {lr.key: lr for lr in learners}
     for result in done:
         reporter.done(result, resumed=True)
         if on_result is not None:
             on_result(result, by_key[result.key])
-    todo = [lr for lr in learners if saved[lr.key] is None]
+    todo = [lr for lr in learners if found_saved[lr.key] is None]
     solo = [lr for lr in todo if "solo" in resume.load_suspects(batch.work / lr.key).values()]
-    results = {k: v for k, v in saved.items() if v is not None}
+    results = {k: v for k, v in found_saved.items() if v is not None}
 
     def finish(result: r.LearnerResult) -> None:
         results[result.key] = result
@@ -379,14 +388,9 @@ def _assigned_only(learner: Learner, courses: Sequence[CourseNotebook]) -> Learn
     return learner
 
 
-def _recorded_isolation(batch: _Batch, settings: GradeSettings) -> sandbox.Isolation | None:
-    """When every learner is already graded (a re-run after manual grading), the isolation the
-    gradebook recorded: no worker starts, so none is probed."""
-    data = read_json(batch.out / "grades.json")
-    recorded = data.get("isolation") if isinstance(data, dict) else None
-    if not isinstance(recorded, dict) or recorded.get("level") not in sandbox.LEVELS:
+def _reusable(recorded: sandbox.Isolation | None, settings: GradeSettings) -> sandbox.Isolation | None:
+    """The recorded isolation of the run that graded every learner (a re-run after manual grading),
+    when it is the level asked for."""
+    if recorded is None or recorded.level not in sandbox.LEVELS:
         return None
-    if settings.isolation not in ("auto", recorded["level"]):
-        return None
-    fields = sandbox.Isolation.__dataclass_fields__
-    return sandbox.Isolation(**{k: v for k, v in recorded.items() if k in fields})
+    return recorded if settings.isolation in ("auto", recorded.level) else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,11 @@ def task_key(plan: ExercisePlan) -> str:
 
 
 def prepare_job(plans: list[ExercisePlan], job_dir: Path, *, level: str, limits: Limits, worker_count: int,
-                cases: dict[str, list[Case]], solo: bool
+                cases: dict[str, list[Case]], solo: bool, shared_folders: Sequence[str] = ()
                 ) -> tuple[dict[str, Any], list[bytes], dict[str, Any], list[bytes]]:
     """The job (public cases; probes as handles) and its secret part (probes, hidden cases) for
-    the worker's stdin: the secret part is read by the worker's keeper alone."""
+    the worker's stdin: the secret part is read by the worker's keeper alone. ``shared_folders``:
+    where the trial found learner code can write outside its scratch folder (see worker/cleanup.py)."""
     for name in (sandbox.JOB_FILE, sandbox.OUT_FILE, "scratch"):
         target = job_dir / name
         if target.is_dir():
@@ -33,6 +35,7 @@ def prepare_job(plans: list[ExercisePlan], job_dir: Path, *, level: str, limits:
     job_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(job_dir, 0o700)
     job = workers.job_head(level, limits.for_job(sandbox.nproc_base(level, worker_count)), solo=solo)
+    job["shared_folders"] = list(shared_folders)
     arrays: list[bytes] = []
     secret_arrays: list[bytes] = []
     probes: dict[str, str] = {}

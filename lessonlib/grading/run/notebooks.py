@@ -127,8 +127,12 @@ def _read_regular_file(path: Path) -> bytes | str:
         if exc.errno == errno.ELOOP:
             return "it is a symbolic link, and links are not followed"
         raise
+    info = os.fstat(fd)
+    if stat.S_ISDIR(info.st_mode):
+        os.close(fd)
+        return ("it is a folder named like a notebook, not a notebook file (download the notebook itself, "
+                "File > Download in JupyterLab, and hand that in)")
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
             return "it is not a regular file"
         if info.st_size > MAX_NOTEBOOK_BYTES:

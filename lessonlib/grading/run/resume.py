@@ -1,5 +1,5 @@
-"""What a run keeps for the next one: the assignment's seed (``state.json``), a fingerprint per
-saved result, and the markers a grading process that died left behind (see
+"""What a run keeps for the next one: a fingerprint per result (which the course gradebook stores
+beside it), and the markers a grading process that died left behind (see
 :mod:`~lessonlib.grading.run.batch` on resuming)."""
 
 from __future__ import annotations
@@ -10,11 +10,9 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from lessonlib.grading import records as r
 from lessonlib.grading.files import atomic_write_json, read_json
 from lessonlib.grading.isolation.sandbox import OUT_FILE, Limits
 from lessonlib.grading.lms.submissions import Learner
-from lessonlib.grading.run.errors import GradingError
 from lessonlib.grading.run.notebooks import MAX_NOTEBOOK_BYTES, CourseNotebook
 from lessonlib.grading.run.results import read_results
 
@@ -23,34 +21,9 @@ FORMAT = 3  # bump when a saved result would no longer be valid
 
 def new_seed() -> int:
     """A fresh secret seed for an assignment's hidden cases: 63 bits from the operating system's
-    random source, so nothing public (notebook names, dates, the package) predicts it."""
+    random source, so nothing public (notebook names, dates, the package) predicts it. The course
+    gradebook keeps it (``store.ensure_assignment``); nothing here writes it to a file."""
     return int.from_bytes(os.urandom(8), "big") >> 1
-
-
-def resolve_seed(state: Path, requested: int | None, notebooks: list[str]) -> int:
-    """The folder's seed: the one it was graded with, else ``requested``, else a new secret one.
-
-    The seed is drawn once, when the assignment is first graded, and kept in ``state.json`` (a
-    folder only the grading user may enter); every later run reuses it, so the same notebook keeps
-    the same points. It is never printed. A folder holds one assignment: grading other notebooks
-    into it is refused, since its saved results, seed and totals belong to the first.
-    """
-    saved = read_json(state / "state.json") or {}
-    if "notebooks" in saved and saved["notebooks"] != notebooks:
-        raise GradingError(
-            f"this output folder holds the grades of another assignment ({', '.join(saved['notebooks'])}); "
-            f"grade {', '.join(notebooks)} into a new --out folder"
-        )
-    if requested is not None and "seed" in saved and int(saved["seed"]) != requested:
-        raise GradingError(
-            "this output folder was graded with another --seed; resume without --seed (the folder keeps its "
-            "own), or grade into a new folder"
-        )
-    seed = requested if requested is not None else int(saved["seed"]) if "seed" in saved else new_seed()
-    atomic_write_json(state / "state.json", {**saved, "seed": seed, "notebooks": notebooks, "format": FORMAT},
-                      mode=0o600)
-    return seed
-
 
 
 def fingerprint(learner: Learner, courses: Sequence[CourseNotebook], seed_digest: str) -> str:
@@ -77,16 +50,6 @@ def fingerprint(learner: Learner, courses: Sequence[CourseNotebook], seed_digest
         except OSError:
             h.update(b"<unreadable>")
     return h.hexdigest()
-
-
-def saved_result(saved: Path, learner: Learner, fingerprint: str) -> r.LearnerResult | None:
-    data = read_json(saved / f"{learner.key}.json")
-    if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
-        return None
-    try:
-        return r.LearnerResult.from_dict(data)
-    except (TypeError, KeyError, ValueError):
-        return None
 
 
 # --- markers left by a grading process that died -------------------------------------------------

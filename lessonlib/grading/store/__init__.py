@@ -19,8 +19,16 @@ A person's decisions::
 
     store.set_hand_grade(gb, "week3", "bob-2", "q_scaling", 2.0, rubric="B", comment="...")
     store.set_override(gb, "week3", "bob-2", "scaled_scores", 3.0, reason="regrade request: ...")
+    store.keep_override(gb, "week3", "bob-2", "scaled_scores", reason="...")  # after the answer changed
     store.grant_extension(gb, "week3", "bob-2", due, reason="illness")
+    store.correct_submission_time(gb, "week3", "bob-2", when, reason="the LMS was down: e-mailed at 23:10")
     store.set_late_policy(gb, "week3", due_at=due, policy=store.LatePolicy("per_day", 0.1, floor=0.5))
+    store.set_time_zone(gb, "Europe/Berlin", reason="...")  # every stored local time is read again
+
+A decision is tied to what it was about: a regrade that brings another answer withdraws its hand
+grade and suspends its override; a submission time that moves flags its extension (``marks.py``).
+The file itself is checked on every open (a damaged one is refused, naming the backup), backed up
+before every command that writes, and its history is a hash chain (``chain.py``, ``backups.py``).
 
 A ``Gradebook`` is one ``sqlite3`` connection: use it from the thread that opened it (the batch's
 main thread, where results arrive). ``ensure_assignment`` draws the secret seed when it creates the
@@ -48,10 +56,15 @@ each transaction short (one learner): readers wait for a writer's commit (``busy
 from lessonlib.grading.store.assignments import (
     Assignment,
     SubmittedFile,
+    clear_extension,
+    correct_submission_time,
     ensure_assignment,
     get_assignment,
+    graded_result,
     grant_extension,
+    keep_extension,
     record_result,
+    record_run,
     record_submission,
     save_learner_result,
     saved_fingerprint,
@@ -59,9 +72,15 @@ from lessonlib.grading.store.assignments import (
     stored_files,
     update_submission_time,
 )
-from lessonlib.grading.store.database import GRADEBOOK_FILE, Gradebook, StoreError, open_gradebook
+from lessonlib.grading.store.database import (
+    GRADEBOOK_FILE,
+    Gradebook,
+    StoreError,
+    open_gradebook,
+    restore_gradebook,
+)
 from lessonlib.grading.store.enrolments import enrol, enrolled
-from lessonlib.grading.store.errors import GradebookError
+from lessonlib.grading.store.errors import DamagedGradebook, GradebookError
 from lessonlib.grading.store.importer import Imported, import_output_folder
 from lessonlib.grading.store.late import LateAdjustment, LatePolicy, days_late, late_adjusted
 from lessonlib.grading.store.learners import (
@@ -72,7 +91,14 @@ from lessonlib.grading.store.learners import (
     register,
 )
 from lessonlib.grading.store.lock import GraderBusy
-from lessonlib.grading.store.marks import Effective, clear_override, effective, set_hand_grade, set_override
+from lessonlib.grading.store.marks import (
+    Effective,
+    clear_override,
+    effective,
+    keep_override,
+    set_hand_grade,
+    set_override,
+)
 from lessonlib.grading.store.queries import (
     Change,
     Changes,
@@ -88,15 +114,18 @@ from lessonlib.grading.store.queries import (
     term_results,
 )
 from lessonlib.grading.store.schema import FORMAT, StoreFormatError
+from lessonlib.grading.store.settings import course_zone, marking_secret, set_time_zone, time_zone
 
 __all__ = [
-    "FORMAT", "GRADEBOOK_FILE", "Assignment", "Change", "Changes", "Effective", "ExerciseScore", "Gradebook",
-    "GradebookError", "GraderBusy", "Imported", "LateAdjustment", "LatePolicy", "LearnerSheet", "StoreError",
-    "StoreFormatError", "StoredLearner", "SubmittedFile", "TermRow", "all_learners", "assign_stored_keys",
-    "assignment_history", "assignment_sheet", "changed_since", "clear_override", "days_late", "effective",
-    "enrol", "enrolled", "ensure_assignment",
-    "get_assignment", "grant_extension", "identity_for", "import_output_folder", "late_adjusted", "learner_history",
-    "learner_results", "open_gradebook", "record_export", "record_result", "record_submission", "register",
-    "save_learner_result", "saved_fingerprint", "set_hand_grade", "set_late_policy", "set_override", "stored_files",
-    "term_results", "update_submission_time",
+    "FORMAT", "GRADEBOOK_FILE", "Assignment", "Change", "Changes", "DamagedGradebook", "Effective", "ExerciseScore",
+    "Gradebook", "GradebookError", "GraderBusy", "Imported", "LateAdjustment", "LatePolicy", "LearnerSheet",
+    "StoreError", "StoreFormatError", "StoredLearner", "SubmittedFile", "TermRow", "all_learners",
+    "assign_stored_keys", "assignment_history", "assignment_sheet", "changed_since", "clear_extension",
+    "clear_override", "correct_submission_time", "course_zone", "days_late", "effective", "enrol", "enrolled",
+    "ensure_assignment", "get_assignment", "grant_extension", "graded_result", "identity_for",
+    "import_output_folder", "keep_extension", "keep_override", "late_adjusted", "learner_history",
+    "learner_results", "marking_secret", "open_gradebook", "record_export", "record_result", "record_run",
+    "record_submission", "register", "restore_gradebook", "save_learner_result", "saved_fingerprint",
+    "set_hand_grade", "set_late_policy", "set_override", "set_time_zone", "stored_files", "term_results",
+    "time_zone", "update_submission_time",
 ]

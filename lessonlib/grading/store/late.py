@@ -5,8 +5,9 @@ Policies (``assignments.late_policy``):
 - ``none``: lateness is recorded and said, never deducted.
 - ``zero``: any work submitted after the due date gets 0.
 - ``per_day``: ``penalty_per_day`` (a fraction of the assignment's points possible) is deducted for
-  every started day after the due date, and the score never goes below ``late_floor`` (a fraction
-  of the points possible), unless it was below it already (the floor never raises a score)::
+  every started day after the due date, and no deduction takes the score below ``late_floor`` (a
+  fraction of the points possible, not of the learner's score), unless it was below it already
+  (the floor never raises a score); every sentence names what the fractions are of::
 
       days     = ceil((submitted - due) / 1 day)            (0 when on time)
       deducted = min(penalty_per_day * days * max_points, total - min(total, late_floor * max_points))
@@ -48,8 +49,10 @@ class LatePolicy:
         if self.kind == "zero":
             return "work submitted after the due date gets 0"
         if self.kind == "per_day":
-            floor = f", down to at most {self.floor:.0%} of the points" if self.floor else ""
-            return f"{self.penalty_per_day:.0%} of the points is deducted per started day late{floor}"
+            floor = (f"; no deduction takes a score below {self.floor:.0%} of the assignment's points possible"
+                     if self.floor else "")
+            return (f"{self.penalty_per_day:.0%} of the assignment's points possible is deducted per started day "
+                    f"late{floor}")
         return "late work is not penalised"
 
 
@@ -117,14 +120,14 @@ def late_adjusted(total: float, max_points: float, policy: LatePolicy, *, due: d
     penalty = policy.penalty_per_day * days * max_points
     floor = min(total, policy.floor * max_points)
     adjusted = max(total - penalty, floor)
-    sentence = (f"Submitted {when}; {policy.penalty_per_day:.0%} of {_pts(max_points)} points per started day "
-                f"is {_pts(penalty)} points")
+    sentence = (f"Submitted {when}; the late policy deducts {policy.penalty_per_day:.0%} of the "
+                f"{_pts(max_points)} points possible per started day late, {_pts(penalty)} points in all")
+    floor_words = (f"{policy.floor:.0%} of the points possible ({_pts(policy.floor * max_points)} of "
+                   f"{_pts(max_points)} points)")
     if policy.floor and total <= policy.floor * max_points:
-        sentence += (f", but a score under the floor ({policy.floor:.0%} of the points) is not lowered: "
-                     f"{_pts(total)} stays")
+        sentence += f", but a score at or below {floor_words} is not lowered: {_pts(total)} stays"
     elif adjusted > total - penalty:
-        sentence += (f", but no late work goes below {policy.floor:.0%} of the points: {_pts(total)} became "
-                     f"{_pts(adjusted)}")
+        sentence += f", but no deduction takes a score below {floor_words}: {_pts(total)} became {_pts(adjusted)}"
     else:
         sentence += f", so {_pts(total)} became {_pts(adjusted)}"
     return result(adjusted, days, sentence + ".")

@@ -2,10 +2,15 @@
 
 The grader writes one row per written answer (any cell tagged ``manual``) that needs a person::
 
-    learner,name,lms_id,notebook,exercise,rubric,points,max_points,comment
+    learner,name,lms_id,notebook,exercise,rubric,points,max_points,comment,answer_id,note,answer
 
 ``learner`` is the learner's key (as in summary.csv, grades.csv and ``feedback/KEY.md``, where the
 answer is quoted for reading); ``name`` is for reading only (the roster's name where there is one).
+``answer_id`` names the version of the answer beside it (``records.answer_id``): points typed on a
+row are given to that version only. When the learner hands in another answer, the row's points are
+not applied, the row is written again with empty points for the new answer, and ``note`` keeps
+what was typed for the earlier one (the hand grade it became, if any, is withdrawn and stays in the
+history). A row without an ``answer_id`` (a file from an older version) applies to the answer graded now.
 The instructor fills ``points`` (0 to ``max_points``; empty = not graded yet) and may write a
 ``rubric`` line and a ``comment`` (shown to the learner). Running ``lessonlib grade`` again with
 the same ``--out`` reads the file back: every line is checked first, and one bad line
@@ -30,7 +35,8 @@ from lessonlib.grading.reports import marking
 from lessonlib.grading.reports.safe_text import csv_row, csv_value
 
 MANUAL_FILE = "manual.csv"
-MANUAL_COLUMNS = ("learner", "name", "lms_id", "notebook", "exercise", "rubric", "points", "max_points", "comment")
+MANUAL_COLUMNS = ("learner", "name", "lms_id", "notebook", "exercise", "rubric", "points", "max_points", "comment",
+                  "answer_id", "note")
 REQUIRED = ("learner", "exercise", "points")
 
 
@@ -48,6 +54,13 @@ class Mark:
     rubric: str = ""
     comment: str = ""
     line: int = 0
+    earlier: bool = False  # typed beside another version of the answer than the one graded now: not applied
+
+    def typed(self) -> str:
+        """What the instructor typed, in words (for the note that keeps it)."""
+        given = [f"{self.points:g} points" if self.points is not None else "",
+                 f"rubric {self.rubric!r}" if self.rubric else "", f"comment {self.comment!r}" if self.comment else ""]
+        return ", ".join(g for g in given if g)
 
 
 def _written(result: r.LearnerResult) -> dict[str, r.ExerciseGrade]:
@@ -105,8 +118,10 @@ def read_manual(path: Path, results: Sequence[r.LearnerResult]) -> dict[tuple[st
             problems.append(f"line {line}: a second row for {learner} / {exercise} (the first is on line "
                             f"{marks[learner, exercise].line})")
             continue
+        given_for = (row.get("answer_id") or "").strip()
         marks[learner, exercise] = Mark(learner, exercise, points, (row.get("rubric") or "").strip(),
-                                        (row.get("comment") or "").strip(), line)
+                                        (row.get("comment") or "").strip(), line,
+                                        earlier=bool(given_for) and given_for != r.answer_id(grade))
     if problems:
         raise ManualError(f"{path}: " + "; ".join(problems[:20])
                           + (f"; and {len(problems) - 20} more" if len(problems) > 20 else ""))
@@ -120,7 +135,7 @@ def apply_marks(results: Sequence[r.LearnerResult], marks: dict[tuple[str, str],
         result = copy.deepcopy(result)
         for grade in result.exercises:
             mark = marks.get((result.key, grade.exercise))
-            if grade.kind != "manual" or mark is None or mark.points is None:
+            if grade.kind != "manual" or mark is None or mark.points is None or mark.earlier:
                 continue
             grade.points = mark.points
             grade.status = r.GRADED_BY_HAND
@@ -138,10 +153,20 @@ def manual_rows(results: Sequence[r.LearnerResult], marks: dict[tuple[str, str],
             mark = marks.get((result.key, grade.exercise))
             if mark is None and grade.status not in (r.NEEDS_MANUAL, r.GRADED_BY_HAND):
                 continue  # nothing written: 0 points already, nothing to read
+            note = grade.review
+            if mark is not None and mark.earlier:
+                note = f"the answer changed after this row was filled in; typed for the earlier answer: {mark.typed()}"
+                mark = None
             points = "" if mark is None or mark.points is None else f"{mark.points:g}"
             rows.append([result.key, result.learner, result.lms_id, grade.notebook, grade.exercise,
-                         mark.rubric if mark else "", points, f"{grade.max_points:g}", mark.comment if mark else ""])
+                         mark.rubric if mark else "", points, f"{grade.max_points:g}", mark.comment if mark else "",
+                         r.answer_id(grade), note])
     return rows
+
+
+def earlier_marks(marks: dict[tuple[str, str], Mark]) -> list[Mark]:
+    """The filled-in rows typed for an answer the learner has since replaced (not applied)."""
+    return [m for m in marks.values() if m.earlier and (m.points is not None or m.rubric or m.comment)]
 
 
 def write_manual(out: Path, results: Sequence[r.LearnerResult], marks: dict[tuple[str, str], Mark]) -> Path:

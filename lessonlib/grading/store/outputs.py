@@ -14,24 +14,30 @@ the files for all of them. Hand grades from manual.csv, overrides, extensions an
 policy are decisions recorded in the database, each with a history row.
 
 An output folder graded before the gradebook existed (``DIR/.grading/state.json``) is imported
-the first time it is graded again, with its seed, saved results and manual.csv.
+the first time it is graded again, with its seed, saved results and manual.csv. Nothing of the
+gradebook's state is kept in files any more: the seed, the results and their fingerprints, the
+roster and the settings of the last run live in the database alone, and ``grades.json`` is a view
+that nothing reads back. An output folder holding grades whose gradebook is missing is refused.
 """
 
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import tzinfo
 from pathlib import Path
+from typing import Any
 
 from lessonlib.grading import records as r
 from lessonlib.grading import store
-from lessonlib.grading.files import read_json
 from lessonlib.grading.lms.roster import Roster, mark_late, match
 from lessonlib.grading.lms.submissions import Learner
 from lessonlib.grading.lms.times import stamp_worksheet_times
+from lessonlib.grading.store.errors import DamagedGradebook
 from lessonlib.grading.store.manual import MANUAL_FILE, Mark, read_manual
 
 GRADEBOOK_FILE = "gradebook.db"
@@ -57,16 +63,25 @@ def open_course(out: Path, *, gradebook: Path | None = None, command: str = "", 
                 lock: bool = True) -> Iterator[store.Gradebook]:
     """The course gradebook of ``out``, locked for this command (``lock=False``: read only). An output
     folder graded before the gradebook existed is imported into it first."""
-    with store.open_gradebook(gradebook_path(out, gradebook), command or command_line(), lock=lock,
-                              wait=wait) as gb:
+    path = gradebook_path(out, gradebook)
+    if not path.exists() and (Path(out) / "grades.json").is_file() and not _old_folder(out):
+        raise DamagedGradebook(f"{out} holds grades (grades.json) but its course gradebook {path} is missing: restore "
+                               f"it (`lessonlib restore --gradebook {path}` when its backups are beside it), or give "
+                               "its place with --gradebook FILE; a new gradebook would start the assignment again")
+    with store.open_gradebook(path, command or command_line(), lock=lock, wait=wait) as gb:
         if lock and _unimported(gb, out):
             store.import_output_folder(gb, out, assignment=assignment_name(out))
         yield gb
 
 
+def _old_folder(out: Path) -> bool:
+    """``out`` was written by the file-based grader (before the course gradebook)."""
+    return (Path(out) / ".grading" / "state.json").is_file()
+
+
 def _unimported(gb: store.Gradebook, out: Path) -> bool:
     """``out`` holds grades of the file-based grader that the gradebook does not have yet."""
-    if not (Path(out) / ".grading" / "state.json").is_file():
+    if not _old_folder(out):
         return False
     try:
         store.get_assignment(gb, assignment_name(out))
@@ -108,28 +123,56 @@ def enrol_roster(gb: store.Gradebook, out: Path, roster: Roster, results: Sequen
     return store.enrol(gb, assignment_name(out), keys)
 
 
-def saver(gb: store.Gradebook, out: Path) -> Callable[[r.LearnerResult, Learner], None]:
+@dataclass
+class Saver:
     """Saves one learner's result, with its submission, in one transaction; a result the gradebook
     already holds (the same fingerprint: the same files and seed) is not written again, but its
-    submission time is updated when the run knows it otherwise (Moodle's worksheet, given later)."""
-    name = assignment_name(out)
+    submission time and late flag are updated when the run knows them better (Moodle's worksheet,
+    given later). ``reviews`` collects, for the instructor, the decisions a regrade withdrew or
+    suspended (``marks.review_decisions``)."""
 
-    def save(result: r.LearnerResult, learner: Learner) -> None:
-        if not result.fingerprint or store.saved_fingerprint(gb, name, result.key) != result.fingerprint:
-            store.save_learner_result(gb, name, learner, result)
-        elif learner.submitted_at is not None:  # the same files: a better-sourced time may have come
-            store.update_submission_time(gb, name, learner.key, learner.submitted_at, learner.submitted_from)
-    return save
+    gb: store.Gradebook
+    out: Path
+    zone: str = ""  # the course's time zone, which local times were read in
+    reviews: list[str] = field(default_factory=list)
+
+    def __call__(self, result: r.LearnerResult, learner: Learner) -> None:
+        name = assignment_name(self.out)
+        if not result.fingerprint or store.saved_fingerprint(self.gb, name, result.key) != result.fingerprint:
+            said = store.save_learner_result(self.gb, name, learner, result, read_in=self.zone)
+            self.reviews += [f"{result.key} / {line}" for line in said]
+        else:  # the same files: a better-sourced time may have come
+            store.update_submission_time(self.gb, name, learner.key, learner.submitted_at, learner.submitted_from,
+                                         lms_late=learner.late, read_in=self.zone)
+
+
+def saved(gb: store.Gradebook, out: Path, regrade: Sequence[str] = ()) -> Callable[[Learner, str],
+                                                                                  r.LearnerResult | None]:
+    """The stored result of a learner when it was graded from ``fingerprint`` (the same files and
+    seed), else None: what a run resumes from. The learners ``regrade`` names are graded again (the
+    markers a dead grader left for them are dropped first)."""
+    name = assignment_name(out)
+    for key in regrade:
+        gb.learner_id(key)  # an unknown key: StoreError naming it
+        shutil.rmtree(Path(out) / ".grading" / "work" / key, ignore_errors=True)
+
+    def lookup(learner: Learner, fingerprint: str) -> r.LearnerResult | None:
+        if learner.key in regrade or store.saved_fingerprint(gb, name, learner.key) != fingerprint:
+            return None
+        return store.graded_result(gb, name, learner.key)
+    return lookup
 
 
 def apply_manual(gb: store.Gradebook, out: Path) -> dict[tuple[str, str], Mark]:
     """manual.csv's marks recorded as hand grades (each change with a history row). Raises
-    ManualError, naming every bad line, before anything is recorded."""
+    ManualError, naming every bad line, before anything is recorded. A row typed beside an earlier
+    version of the answer is not applied (``manual.py``)."""
     name = assignment_name(out)
     marks = read_manual(Path(out) / MANUAL_FILE, store.learner_results(gb, name))
     with gb.transaction():
         for (key, exercise), mark in marks.items():
-            store.set_hand_grade(gb, name, key, exercise, mark.points, rubric=mark.rubric, comment=mark.comment)
+            if not mark.earlier:
+                store.set_hand_grade(gb, name, key, exercise, mark.points, rubric=mark.rubric, comment=mark.comment)
     return marks
 
 
@@ -139,7 +182,6 @@ def results(gb: store.Gradebook, out: Path) -> list[r.LearnerResult]:
     return store.learner_results(gb, assignment_name(out))
 
 
-def recorded_isolation(out: Path) -> dict | None:
-    """The isolation that grades.json recorded (for a command that writes files without grading)."""
-    data = read_json(Path(out) / "grades.json")
-    return data.get("isolation") if isinstance(data, dict) else None
+def last_run(gb: store.Gradebook, out: Path) -> dict[str, Any]:
+    """What the last run that graded ``out`` ran under: isolation, limits, workers, roster ({} before any)."""
+    return store.get_assignment(gb, assignment_name(out)).last_run

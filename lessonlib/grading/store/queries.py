@@ -18,7 +18,7 @@ from lessonlib.grading.lms.times import describe_source
 from lessonlib.grading.store.assignments import get_assignment
 from lessonlib.grading.store.database import Gradebook, StoreError, now
 from lessonlib.grading.store.late import LateAdjustment, late_adjusted
-from lessonlib.grading.store.marks import answer_digest, effective
+from lessonlib.grading.store.marks import effective
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class ExerciseScore:
     note: str  # the override's reason or the rubric line
     diagnoses: tuple[str, ...]
     comment: str = ""  # the hand grade's comment for the learner
-    stale: bool = False  # the hand grade was given to another version of the written answer
+    review: str = ""  # a decision about it that waits for the instructor (see ``marks``), "" when none
 
     @property
     def pending(self) -> bool:
@@ -57,6 +57,7 @@ class LearnerSheet:
     submitted_from: str  # where submitted_at comes from (schema.SUBMISSION_TIME_SOURCES; "" unknown)
     exercises: tuple[ExerciseScore, ...]
     late: LateAdjustment | None  # None without a submission
+    review: str = ""  # the learner's extension needs a look (their submission time changed), "" when not
 
     @property
     def points(self) -> float:
@@ -76,16 +77,11 @@ class LearnerSheet:
     def pending(self) -> float:
         return round(sum(e.max_points for e in self.exercises if e.pending), 4)
 
-    def lms_total(self, points_possible: float | None) -> float:
-        """The total on the LMS's scale (the assignment's ``lms_points``; None: its own points)."""
-        if not points_possible or not self.max_points:
-            return self.total
-        return round(self.total * points_possible / self.max_points, 4)
 
 
 def _scores(gradebook: Gradebook, a: int, lid: int) -> tuple[ExerciseScore, ...]:
     rows = gradebook.conn.execute(
-        "SELECT r.*, h.points AS hand, h.rubric, h.comment, h.answer_sha256, o.points AS override, o.reason "
+        "SELECT r.*, h.points AS hand, h.rubric, h.comment, o.points AS override, o.reason, o.suspended "
         "FROM results r "
         "LEFT JOIN hand_grades h USING (assignment_id, learner_id, exercise) "
         "LEFT JOIN overrides o USING (assignment_id, learner_id, exercise) "
@@ -93,12 +89,13 @@ def _scores(gradebook: Gradebook, a: int, lid: int) -> tuple[ExerciseScore, ...]
     scores = []
     for row in rows:
         chosen = effective(row["points"], row["kind"], hand=row["hand"], override=row["override"],
-                           reason=row["reason"] or "", rubric=row["rubric"] or "")
+                           reason=row["reason"] or "", rubric=row["rubric"] or "", suspended=row["suspended"] or "")
         status = r.GRADED_BY_HAND if row["kind"] == "manual" and row["hand"] is not None else row["status"]
+        withdrawn = json.loads(row["detail"]).get("review", "") if row["hand"] is None else ""
         scores.append(ExerciseScore(row["notebook"], row["exercise"], row["kind"], str(status), row["points"],
                                     chosen.points, row["max_points"], chosen.source, chosen.note,
                                     tuple(json.loads(row["diagnoses"])), row["comment"] or "",
-                                    row["hand"] is not None and row["answer_sha256"] != answer_digest(row["detail"])))
+                                    row["suspended"] or withdrawn))
     return tuple(scores)
 
 
@@ -109,7 +106,7 @@ def assignment_sheet(gradebook: Gradebook, assignment: str, *, every_learner: bo
     join = "LEFT JOIN" if every_learner else "JOIN"
     rows = gradebook.conn.execute(
         f"SELECT l.id, l.key, l.name, l.lms_id, s.id AS sid, s.submitted_at, s.submitted_from, s.lms_late, "
-        f"e.due_at AS extended "
+        f"e.due_at AS extended, e.review "
         f"FROM learners l {join} submissions s ON s.learner_id = l.id AND s.assignment_id = ? "
         f"LEFT JOIN extensions e ON e.learner_id = l.id AND e.assignment_id = ? "
         f"ORDER BY l.key COLLATE NOCASE", (info.id, info.id))
@@ -126,13 +123,16 @@ def assignment_sheet(gradebook: Gradebook, assignment: str, *, every_learner: bo
                                  due=info.due_at, submitted=when, extension=extension, lms_late=bool(row["lms_late"]),
                                  source=describe_source(row["submitted_from"] or ""))
         sheets.append(LearnerSheet(row["key"], row["name"], row["lms_id"], submitted, bool(row["lms_late"]), when,
-                                   row["submitted_from"] or "", exercises, late))
+                                   row["submitted_from"] or "", exercises, late, row["review"] or ""))
     return sheets
 
 
-def _spared(sheet: LearnerSheet, info: Any) -> bool:
-    """The LMS marks the work late, and the learner's extension moved the due date: the feedback says so."""
-    return sheet.lms_late and sheet.late is not None and sheet.late.due_at != info.due_at
+def _late_note(sheet: LearnerSheet) -> str:
+    """The late policy's sentence when the work is late, or when the LMS says late but the work is
+    not (an extension, a corrected time): the learner sees why; "" for work on time."""
+    if sheet.late is None:
+        return ""
+    return sheet.late.sentence if sheet.late.late or sheet.lms_late else ""
 
 
 def learner_results(gradebook: Gradebook, assignment: str) -> list[r.LearnerResult]:
@@ -156,14 +156,16 @@ def learner_results(gradebook: Gradebook, assignment: str) -> list[r.LearnerResu
                                                                              score.note, score.comment)
             elif score.source == "override":
                 grade.points = score.points
+                grade.override_reason = score.note
                 grade.notes = [*grade.notes, f"Score set to {score.points:g} by the instructor: {score.note}"]
+            grade.review = score.review
             grades.append(grade)
         results.append(r.LearnerResult(
             learner=sheet.name, key=sheet.key, fingerprint=sub["fingerprint"], isolation=sub["isolation"],
             graded_at=sub["graded_at"] or "", exercises=grades, notes=json.loads(sub["notes"]), files=files,
-            seconds=sub["seconds"], lms_id=sheet.lms_id, late=sheet.lms_late,
-            late_deducted=sheet.late.deducted if sheet.late else 0.0,
-            late_note=sheet.late.sentence if sheet.late and (sheet.late.deducted or _spared(sheet, info)) else ""))
+            seconds=sub["seconds"], lms_id=sheet.lms_id, late=sheet.late.late if sheet.late else sheet.lms_late,
+            late_deducted=sheet.late.deducted if sheet.late else 0.0, late_note=_late_note(sheet),
+            review=[f"extension: {sheet.review}"] if sheet.review else []))
     return results
 
 

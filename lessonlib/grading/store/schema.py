@@ -2,24 +2,34 @@
 
 Tables (every time is ISO 8601 in UTC, ``2026-03-01T17:00:00+00:00``; every JSON column is text)::
 
-    meta              name, value                       the format version ("format") and when it was made
+    meta              name, value                       the format version ("format"), when it was made, the
+                                                        history's head ("history_head": id and hash), the
+                                                        course's time zone ("timezone") and the marking
+                                                        pages' secret ("marking_secret")
     learners          identity, key, base_key, disambiguation, name, lms_id, created_at, created_by
-    assignments       name, notebooks (JSON), seed, due_at, late_policy, penalty_per_day, late_floor, lms_points
-    submissions       assignment, learner, submitted_at, submitted_from, lms_late, attempt, chosen_because,
-                      fingerprint, isolation, graded_at, seconds, notes (JSON)
+    assignments       name, notebooks (JSON), seed, due_at, late_policy, penalty_per_day, late_floor, lms_points,
+                      last_run (JSON: isolation, limits, workers and roster of the last run that graded it)
+    submissions       assignment, learner, submitted_at, submitted_from, read_in (the zone a local time was
+                      read in), lms_late, attempt, chosen_because, fingerprint, isolation, graded_at, seconds,
+                      notes (JSON)
     submission_files  submission, notebook, file_name, sha256, size
     results           assignment, learner, exercise, notebook, position, kind, status, points, max_points,
                       diagnoses (JSON names), detail (JSON: the ExerciseGrade as graded)
     hand_grades       assignment, learner, exercise, points, rubric, comment, answer_sha256, graded_at, command
-    overrides         assignment, learner, exercise, points, reason (required), at, command
-    extensions        assignment, learner, due_at, reason (required), at, command
-    history           id, at, command, what, assignment, learner, exercise, old (JSON), new (JSON), reason
+    overrides         assignment, learner, exercise, points, reason (required), at, command, answer_sha256
+                      (the answer it was given for), suspended (why it no longer counts: the answer changed)
+    extensions        assignment, learner, due_at, reason (required), at, command, submitted_at (the
+                      submission time it was given against), review (why it needs a look: that time changed)
+    history           id, at, command, what, assignment, learner, exercise, old (JSON), new (JSON), reason,
+                      hash (sha256 of the previous row's hash and this row: the chain, see ``chain.py``)
     exports           id, assignment, kind, at, command, history_id (the last history row it covered)
     enrolments        assignment, learner, at, command   the learners an assignment's roster lists (format 3)
 
 Rules the database itself enforces (triggers and CHECKs, so no code path can break them): history
 rows are never updated or deleted; a learner's identity and key never change and no learner is
-deleted; an assignment's seed never changes; an override and an extension carry a reason.
+deleted; an assignment's seed never changes; an override and an extension carry a reason. What
+the database cannot enforce against someone who edits the file, the hash chain shows: every open
+checks it (``chain.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from pathlib import Path
 
 from lessonlib.grading.store.errors import GradebookError
 
-FORMAT = 3  # bump with every change to DDL, and add the step from the previous format to MIGRATIONS
+FORMAT = 4  # bump with every change to DDL, and add the step from the previous format to MIGRATIONS
 
 # Added in format 3 (also the step from format 2).
 ENROLMENTS_DDL = """
@@ -71,8 +81,9 @@ CREATE TABLE assignments (
     late_policy TEXT NOT NULL DEFAULT 'none' CHECK (late_policy IN ('none', 'zero', 'per_day')),
     penalty_per_day REAL NOT NULL DEFAULT 0 CHECK (penalty_per_day >= 0 AND penalty_per_day <= 1),
     late_floor REAL NOT NULL DEFAULT 0 CHECK (late_floor >= 0 AND late_floor <= 1),
-    lms_points REAL,                             -- points possible in the LMS (None: the assignment's own)
-    created_at TEXT NOT NULL
+    lms_points REAL,                             -- unused since format 4 (the roster says what the LMS gives)
+    created_at TEXT NOT NULL,
+    last_run TEXT NOT NULL DEFAULT '{}'          -- JSON: the isolation, limits, workers and roster last used
 );
 CREATE TRIGGER assignment_seed_fixed BEFORE UPDATE OF seed ON assignments
 BEGIN SELECT RAISE(ABORT, 'an assignment''s seed never changes: every grade was computed with it'); END;
@@ -83,6 +94,7 @@ CREATE TABLE submissions (
     learner_id INTEGER NOT NULL REFERENCES learners(id),
     submitted_at TEXT,                           -- when the LMS received it, when known
     submitted_from TEXT NOT NULL DEFAULT '',     -- where that time comes from (SUBMISSION_TIME_SOURCES)
+    read_in TEXT NOT NULL DEFAULT '',            -- the time zone a local time (zip entry, worksheet) was read in
     lms_late INTEGER NOT NULL DEFAULT 0,         -- the LMS marked it late
     attempt INTEGER NOT NULL DEFAULT 0,          -- which resubmission was taken (Canvas's -N; 0 the first)
     chosen_because TEXT NOT NULL DEFAULT '',     -- why that one
@@ -137,6 +149,8 @@ CREATE TABLE overrides (
     reason TEXT NOT NULL CHECK (length(trim(reason)) > 0),
     at TEXT NOT NULL,
     command TEXT NOT NULL,
+    answer_sha256 TEXT NOT NULL DEFAULT '',      -- the answer it was given for ('' : not known)
+    suspended TEXT NOT NULL DEFAULT '',          -- why it no longer counts ('' : it counts)
     PRIMARY KEY (assignment_id, learner_id, exercise)
 );
 CREATE TABLE extensions (
@@ -146,6 +160,8 @@ CREATE TABLE extensions (
     reason TEXT NOT NULL CHECK (length(trim(reason)) > 0),
     at TEXT NOT NULL,
     command TEXT NOT NULL,
+    submitted_at TEXT,                           -- the submission time when it was given
+    review TEXT NOT NULL DEFAULT '',             -- why it needs a look ('' : it does not)
     PRIMARY KEY (assignment_id, learner_id)
 );
 
@@ -159,7 +175,8 @@ CREATE TABLE history (
     exercise TEXT,
     old TEXT,                                    -- JSON, None for a new row
     new TEXT,                                    -- JSON, None for a removed row
-    reason TEXT NOT NULL DEFAULT ''
+    reason TEXT NOT NULL DEFAULT '',
+    hash TEXT NOT NULL DEFAULT ''                -- the chain: sha256 of the previous hash and this row
 );
 CREATE INDEX history_by_learner ON history (learner_id, id);
 CREATE INDEX history_by_assignment ON history (assignment_id, id);
@@ -183,8 +200,14 @@ class StoreFormatError(GradebookError, RuntimeError):
     """The file is not a gradebook this version of lessonlib can read (the message says what to do)."""
 
 
-# Where a submission's time can come from, as ``submissions.submitted_from`` records it (empty: unknown).
-SUBMISSION_TIME_SOURCES = ("moodle_worksheet", "zip_entry", "file_mtime")
+# Where a submission's time can come from, as ``submissions.submitted_from`` records it (empty: unknown),
+# the most trusted first: a time the instructor set with a reason, then the LMS's own, then the files'.
+SUBMISSION_TIME_SOURCES = ("instructor", "moodle_worksheet", "zip_entry", "file_mtime")
+LOCAL_TIME_SOURCES = ("moodle_worksheet", "zip_entry")  # local times, read in the course's time zone
+
+# The triggers that keep the rules above; a gradebook without one of them is refused.
+GUARDS = ("learner_identity_fixed", "learner_kept", "assignment_seed_fixed", "history_no_update",
+          "history_no_delete")
 
 
 def _add_submitted_from(conn: sqlite3.Connection) -> None:
@@ -200,9 +223,34 @@ def _add_enrolments(conn: sqlite3.Connection) -> None:
     conn.execute(ENROLMENTS_DDL)
 
 
+def _add_columns(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
+    present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    for name, definition in columns.items():
+        if name not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
+
+
+def _add_chain_and_bases(conn: sqlite3.Connection) -> None:
+    """Format 3 to 4: the history's hash chain (computed for the rows there are, oldest first), what
+    each override and extension was given against, where a local time was read, the last run's
+    settings. Existing overrides have no known answer ('': flagged at the learner's next regrade)."""
+    _add_columns(conn, "history", {"hash": "TEXT NOT NULL DEFAULT ''"})
+    _add_columns(conn, "overrides", {"answer_sha256": "TEXT NOT NULL DEFAULT ''",
+                                     "suspended": "TEXT NOT NULL DEFAULT ''"})
+    _add_columns(conn, "extensions", {"submitted_at": "TEXT", "review": "TEXT NOT NULL DEFAULT ''"})
+    _add_columns(conn, "submissions", {"read_in": "TEXT NOT NULL DEFAULT ''"})
+    _add_columns(conn, "assignments", {"last_run": "TEXT NOT NULL DEFAULT '{}'"})
+    from lessonlib.grading.store import chain  # beside this module; it needs the columns above
+
+    conn.execute("DROP TRIGGER IF EXISTS history_no_update")  # the rows get their hashes, once
+    chain.seal_existing(conn)
+    conn.execute("CREATE TRIGGER history_no_update BEFORE UPDATE ON history "
+                 "BEGIN SELECT RAISE(ABORT, 'the history is append-only: its rows are never changed'); END")
+
+
 # MIGRATIONS[n] upgrades a gradebook of format n to format n + 1, inside one transaction.
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: dict[int, Migration] = {1: _add_submitted_from, 2: _add_enrolments}
+MIGRATIONS: dict[int, Migration] = {1: _add_submitted_from, 2: _add_enrolments, 3: _add_chain_and_bases}
 
 
 def create(conn: sqlite3.Connection, now: str) -> None:

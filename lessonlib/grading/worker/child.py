@@ -1,9 +1,11 @@
 """The child: the one process that runs learner code, one per part of an exercise.
 
-Between fork and the first line of learner code :func:`prepare` gives it a process group, a death
-signal, no descriptors but its two, a scratch folder, a small environment, rlimits (CPU, address
-space, processes, file size), no new privileges, and then :func:`guard_kernel`: a fresh empty
-session keyring, non-dumpable, and the seccomp filter of ``syscalls.py``. Then it runs the cells
+Between fork and the first line of learner code :func:`prepare` moves it into its control group
+when its peak memory is read there, gives it a process group, a death signal, no descriptors but
+its two, a scratch folder, a small environment, rlimits (CPU, address space, processes, file
+size), no new privileges, files it may change only beneath its scratch folder (Landlock, see
+``landlock.py``), and then :func:`guard_kernel`: a fresh empty session keyring, non-dumpable, and
+the seccomp filter of ``syscalls.py``. Then it runs the cells
 and the cases, streams frames to the zygote through a pipe, and ends.
 """
 
@@ -27,7 +29,7 @@ import time
 import types
 from typing import Any
 
-from . import protocol
+from . import landlock, protocol
 from .protocol import PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, PR_SET_SECCOMP, libc, prctl
 from .standin import Guarded, Sink, StandIn, check_size
 
@@ -87,11 +89,22 @@ def _close_all_but(keep: set[int]) -> None:
     os.closerange(start, 1 << 16)
 
 
+def measures_memory(task: dict[str, Any], part: str) -> bool:
+    """Whether the peak memory of ``task``'s ``part`` ("public" or "hidden") child is read: one of
+    its cases traces memory (the hidden cases say so in ``hidden_memory``, before they are fetched)."""
+    if part == "hidden":
+        return bool(task.get("hidden_memory"))
+    return any(c["trace_memory"] for c in task["cases"])
+
+
 def prepare(w: int, job: dict[str, Any], standin: StandIn, *, channel: int | None = None,
-            memory: bool = False) -> Sink:
+            memory: bool = False, join: int | None = None) -> Sink:
     """Everything between fork and the first line of learner code. The child keeps two
     descriptors: ``w`` (its frames) and ``channel`` (its line to the keeper, for probes).
-    ``memory``: this part's peak memory is measured (no extra process, no other program)."""
+    ``memory``: this part's peak memory is measured (no extra process, no other program);
+    ``join``: the measured control group to move into first, so that all it holds is counted there."""
+    if join is not None:
+        os.write(join, b"0")  # "0": the writer itself; the grading process opened the file, we cannot
     os.setpgid(0, 0)
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -108,6 +121,7 @@ def prepare(w: int, job: dict[str, Any], standin: StandIn, *, channel: int | Non
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
     limit(job["limits"], extra_processes=0 if memory else None)
+    landlock.confine(scratch)  # changes to files beneath the scratch folder only, where the kernel can say so
     guard_kernel(job["kernel"], strict=memory)
     sink = Sink()
     sys.stdout = sys.stderr = sink
@@ -192,15 +206,16 @@ def resident_kb() -> int:
 
 
 def run_exercise(task: dict[str, Any], part: str, cases: list[dict[str, Any]], cases_args: list[tuple[Any, ...]],
-                 w: int, channel: int, job: dict[str, Any], runner: Any, wire: Any) -> None:
+                 w: int, channel: int, job: dict[str, Any], runner: Any, wire: Any, *,
+                 join: int | None = None) -> None:
     """Run the cells, then the answer on one part's cases ("public", or "hidden": their inputs come
-    from the keeper, before any learner code runs, and never pass through the zygote)."""
+    from the keeper, before any learner code runs, and never pass through the zygote); ``join``:
+    the control group whose peak memory the zygote reads (see ``prepare``)."""
     me = os.getpid()
     standin = StandIn()
     write = protocol.write_all
     try:
-        memory = any(c["trace_memory"] for c in cases) or (part == "hidden" and task.get("hidden_memory"))
-        sink = prepare(w, job, standin, channel=channel, memory=bool(memory))
+        sink = prepare(w, job, standin, channel=channel, memory=measures_memory(task, part), join=join)
         line = socket.socket(fileno=channel)
         line.settimeout(job["limits"]["wall_seconds"])
         if part == "hidden":
@@ -266,9 +281,34 @@ def _syscall(*args: int) -> None:
         raise OSError(code, os.strerror(code))
 
 
+HIGH_BIT = 1 << 32  # above an int argument: the kernel ignores it, a filter comparing 64 bits would not
+
+
+def _reset_peak(calls: dict[str, int]) -> None:
+    """What a learner would do to reset the peak memory the zygote reads: make the process dumpable
+    (an int's high bit set, as a filter reading 64 bits would miss), then open /proc/self/clear_refs."""
+    if "prctl" in calls:
+        with contextlib.suppress(OSError):
+            _syscall(calls["prctl"], HIGH_BIT | PR_SET_DUMPABLE, 1)
+    open("/proc/self/clear_refs", "w").close()
+
+
+def _io_uring(calls: dict[str, int]) -> None:
+    """Set up an io_uring of one entry (its parameters: 120 zero bytes), and close it."""
+    if "io_uring_setup" not in calls:
+        raise OSError(errno.ENOSYS, "this machine has no io_uring")
+    params = ctypes.create_string_buffer(120)
+    fd = libc.syscall(ctypes.c_long(calls["io_uring_setup"]), ctypes.c_long(1), params)
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    os.close(fd)
+
+
 def _kernel_report(kernel: dict[str, Any]) -> dict[str, Any]:
     """What learner code can reach of what the kernel shares (each True when it could)."""
     keyctl = kernel.get("keyctl")
+    calls = kernel.get("calls", {})
 
     def shared_memory() -> None:
         shmid = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
@@ -293,9 +333,23 @@ def _kernel_report(kernel: dict[str, Any]) -> dict[str, Any]:
         if keyctl is not None else "no keyctl",
         "sysv_ipc": _attempt(shared_memory),
         "new_user_namespace": _attempt(_unshare_user),
-        "clear_refs": _attempt(lambda: open("/proc/self/clear_refs", "w").close()),
+        "clear_refs": _attempt(lambda: _reset_peak(calls)),
+        "io_uring": _attempt(lambda: _io_uring(calls)),
         "lessonlib": any(os.path.exists(os.path.join(f, "attention.py")) for f in folders),
     }
+
+
+def _write_outside(scratch: str) -> str | bool:
+    """A folder outside ``scratch`` where a new file could be made (then removed at once), else False."""
+    for folder in ("/tmp", "/var/tmp", "/dev/shm", os.path.dirname(scratch)):
+        path = os.path.join(folder, f".lessonlib-trial-{os.getpid()}")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except OSError:
+            continue
+        os.unlink(path)
+        return folder
+    return False
 
 
 def _unshare_user() -> None:
@@ -341,5 +395,6 @@ def probe(job: dict[str, Any], w: int, runner: Any) -> None:
         report["fork"] = True
     except OSError as exc:
         report["fork"] = protocol.exception_text(runner, exc)
+    report["wrote_outside_scratch"] = _write_outside(job["scratch"])
     report["kernel"] = _kernel_report(job["kernel"])
     protocol.write_all(w, json.dumps(report).encode())

@@ -4,9 +4,11 @@ It is PID 1 of the sandbox's PID namespace at level "bubblewrap" (learner code c
 a child subreaper at level "limits". Not dumpable, so learner code cannot open its descriptors or
 memory through /proc. It runs no learner code and never holds a probe's description or a hidden
 input. Per exercise it forks a child for the public cases, then one for the hidden cases; after
-each it kills whatever the child left behind, reads the child's peak memory from the kernel
-(wait4) against what it held before learner code ran, and removes what the child left in the
-shared temporary folders (at level "limits"; the sandbox's own are emptied after a hidden child).
+each it kills whatever the child left behind, reads the child's peak memory (from the control
+group the child ran in, where the grading process gave it one, else from the kernel's wait4
+against what the child held before learner code ran), and removes what the child left in the
+machine's shared folders (at level "limits" on a kernel without Landlock: the folders the trial
+found the learner's user can write; the sandbox's own are emptied after a hidden child).
 The two children share the exercise's time on the clock.
 """
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import child, keeper, protocol
-from .cleanup import remove_new_temp, temp_entries, wipe
+from .cleanup import remove_new_temp, temp_entries, wipe, writable_folders
 from .protocol import PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl, quietly
 
 # Modules a learner is likely to import, imported once in the zygote so each child starts fast.
@@ -36,16 +38,21 @@ _PREIMPORT = (
 )
 
 
+SEARCH_SECONDS = 60  # the trial's search for the folders learner code can write, where Landlock is missing
+
+
 @dataclass
 class Zygote:
     """The zygote's state: where records go, its lifeline, the control group's out-of-memory
-    counter, the keeper, and the largest peak memory of a process reaped since the last child."""
+    counters, the measured groups not used yet (each a descriptor to join it and one to read its
+    peak), the keeper, and the largest peak memory of a process reaped since the last child."""
 
     runner: Any
     wire: Any
     out: int
     lifeline: int | None = None
-    oom: int | None = None
+    counters: list[int] = field(default_factory=list)
+    measured: list[tuple[int, int]] = field(default_factory=list)
     keeper: int | None = None
     control: socket.socket | None = None
     leftover_peak_kb: int = 0
@@ -65,17 +72,15 @@ class Zygote:
 
     def oom_kills(self) -> int | None:
         """Processes the control group's out-of-memory killer has killed so far (None: no group)."""
-        if self.oom is None:
+        if not self.counters:
             return None
-        try:
-            os.lseek(self.oom, 0, os.SEEK_SET)
-            text = os.read(self.oom, 4096).decode()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-        return None
+        total = 0
+        for fd in self.counters:
+            kills = _field(fd, "oom_kill")
+            if kills is None:
+                return None
+            total += kills
+        return total
 
     # --- processes ---------------------------------------------------------------------------
 
@@ -223,16 +228,20 @@ class Zygote:
         r, w = os.pipe()
         channel = keeper.open_line(self.control, hidden=part == "hidden")
         self.leftover_peak_kb = 0
-        self.temp_before = temp_entries(os.getuid()) if job["level"] == "limits" else set()
+        shared = job.get("shared_folders", []) if job["level"] == "limits" else []
+        self.temp_before = temp_entries(os.getuid(), shared)
+        group = self.measured.pop(0) if child.measures_memory(task, part) and self.measured else None
+        join = group[0] if group is not None else None
         pid = self.fork(lambda: child.run_exercise(task, part, cases, cases_args, w, channel, job, self.runner,
-                                                   self.wire), "child", close=r)
+                                                   self.wire, join=join), "child", close=r)
         os.close(w)
         os.close(channel)
         before = self.oom_kills()
         data, fate = self.supervise(pid, r, job["limits"], cap, deadline)
+        if group is not None:
+            fate["group_peak_kb"] = _group_peak_kb(group)
         after = self.oom_kills()
-        if job["level"] == "limits":
-            remove_new_temp(os.getuid(), self.temp_before)
+        remove_new_temp(os.getuid(), self.temp_before, shared)
         fate["oom_kills"] = after - before if after is not None and before is not None else None
         data, fate["base_rss_kb"] = _birth(data, self.wire)
         fate["job_limit"] = fate["over_limit"] and cap < job["limits"]["result_bytes"]
@@ -277,7 +286,35 @@ class Zygote:
             report = {}
         report["fate"] = fate
         report["oom_counter"] = self.oom_kills()
+        if job["level"] == "limits" and report.get("wrote_outside_scratch"):  # no Landlock: where can it write?
+            report["writable_folders"], report["search_finished"] = writable_folders(job["scratch"], SEARCH_SECONDS)
         self.emit({"kind": "probe", "report": report})
+
+
+def _field(fd: int, name: str) -> int | None:
+    """The number after ``name`` in a control group's flat-keyed file (None: unreadable)."""
+    try:
+        text = os.pread(fd, 4096, 0).decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    return None
+
+
+def _group_peak_kb(group: tuple[int, int]) -> int | None:
+    """The peak memory of a measured group (kB), read once its child has ended; its descriptors are
+    closed (each group serves one child). None when it cannot be read."""
+    join, peak = group
+    try:
+        text = os.pread(peak, 64, 0).decode().strip()
+        return int(text) // 1024 if text.isdigit() else None
+    except OSError:
+        return None
+    finally:
+        os.close(join)
+        os.close(peak)
 
 
 def _parent_of(pid: int) -> int | None:
@@ -310,18 +347,22 @@ def _birth(data: bytes, wire: Any) -> tuple[bytes, int | None]:
 # --- entry point --------------------------------------------------------------------------------------
 
 
-def _await_grader(argv: list[str]) -> tuple[int | None, int | None]:
+def _await_grader(argv: list[str]) -> tuple[int | None, list[int], list[tuple[int, int]]]:
     """Wait for "go" on the lifeline: the grading process has put this worker in its control group.
-    Returns the lifeline and the control group's out-of-memory counter (None, None: no lifeline)."""
+    Returns the lifeline, the control group's out-of-memory counters and the measured groups
+    (each a descriptor to join it and one to read its peak); None and nothing without a lifeline."""
     if "--lifeline" not in argv:
-        return None, None
+        return None, [], []
     fd = int(argv[argv.index("--lifeline") + 1])
     line = socket.socket(fileno=fd)
-    message, fds, _, _ = socket.recv_fds(line, 16, 1)
+    message, fds, _, _ = socket.recv_fds(line, 4096, 250)
     line.detach()
-    if message != b"go":  # the grading process let go before the start
+    if not message.startswith(b"go"):  # the grading process let go before the start
         os._exit(75)
-    return fd, (fds[0] if fds else None)
+    layout = json.loads(message[2:] or b"{}")
+    counters = int(layout.get("counters", len(fds)))
+    pairs = fds[counters:]
+    return fd, fds[:counters], [(pairs[i], pairs[i + 1]) for i in range(0, len(pairs) - 1, 2)]
 
 
 def _read_job(wire: Any) -> tuple[dict[str, Any], list[Any]]:
@@ -359,7 +400,7 @@ def main(argv: list[str]) -> int:
     """``worker/main.py [--probe] [--lifeline FD] RUNNER WIRE``: see the package's docstring."""
     probe = "--probe" in argv[1:]
     runner_path, wire_path = [a for a in argv[1:] if a != "--probe"][-2:]
-    lifeline, oom = _await_grader(argv)
+    lifeline, counters, measured = _await_grader(argv)
     out = os.dup(1)  # results go here; print() and stray writes go to the log (stderr)
     os.dup2(2, 1)
     runner = None
@@ -367,7 +408,7 @@ def main(argv: list[str]) -> int:
         prctl(PR_SET_DUMPABLE, 0)  # learner code (the same user) cannot open /proc/<zygote or keeper>/mem
         runner = protocol.load(runner_path, "_grading_runner")
         wire = protocol.load(wire_path, "_grading_wire")
-        zygote = Zygote(runner, wire, out, lifeline, oom)
+        zygote = Zygote(runner, wire, out, lifeline, counters, measured)
         zygote.start_keeper()  # it reads the secret part of stdin; the zygote reads the rest
         job, inputs = _read_job(wire)
         if job["level"] == "limits":
