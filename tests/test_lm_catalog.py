@@ -49,7 +49,7 @@ def test_windows_are_cut_from_the_text_and_scored_on_the_next_character():
     tokens, targets = catalog.windows(ids, np.array([0, 5]), 4)
     np.testing.assert_array_equal(tokens, [[0, 1, 2, 3], [5, 6, 7, 8]])
     np.testing.assert_array_equal(targets, tokens + 1)
-    with pytest.raises(ValueError, match="need characters 0 .. 20, but the text has 20"):
+    with pytest.raises(ValueError, match=r"need characters 16 .. 20, but ids has 0 .. 19"):
         catalog.windows(ids, np.array([16]), 4)
 
 

@@ -26,6 +26,9 @@ import numpy as np
 RETURNED = "returned"
 NOT_IMPLEMENTED = "not_implemented"
 RAISED = "raised"
+# Given by check(), which runs cases in the learner's kernel with a time limit (a grader has its own).
+TIMED_OUT = "timed_out"  # the answer had not returned when the case's time was up
+NOT_RUN = "not_run"  # an earlier case timed out, so this one was not started
 
 # Answers that mean "nothing written yet" for an exercise whose answer is a value.
 _PLACEHOLDERS = (None, Ellipsis, NotImplemented)
@@ -51,10 +54,10 @@ class Outcome:
     """What happened when an answer ran on one case.
 
     status: "returned", "not_implemented" (the answer raised NotImplementedError, or a value
-    answer is still a placeholder such as None) or "raised". error: the exception's type and
-    message, with the line of the answer where it was raised when known; for a returned value,
-    which of its inputs the answer changed in place, if any (read it with
-    :func:`changed_arguments`). peak_bytes: peak traced
+    answer is still a placeholder such as None), "raised", or from ``check()`` "timed_out" and
+    "not_run". error: the exception's type and message, with the line of the answer where it was
+    raised when known; for a returned value, which of its inputs the answer changed in place, if
+    any (read it with :func:`changed_arguments`). peak_bytes: peak traced
     memory during the call, when the case asked for it. error_types and errno: see
     :func:`error_types`; a status is decided from these, never from the message.
     """

@@ -28,10 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lessonlib._checks import as_int_array, check_callable, check_flag, check_positive_int
 from lessonlib.training.lm import CharModel, Plugs
 from lessonlib.training.loop import one_blas_thread, train
-from lessonlib.training.model import POSITIONS
-from lessonlib.training.sampling import generate
+from lessonlib.training.model import POSITIONS, check_position
+from lessonlib.training.sampling import check_temperature, generate
 from lessonlib.training.text import TextWindows, baselines, load
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
@@ -51,8 +52,7 @@ def path(position: str) -> Path:
 
 def build(position: str) -> CharModel:
     """The untrained model of one mechanism, as ``make train`` starts it."""
-    if position not in POSITIONS:
-        raise ValueError(f"unknown position mechanism {position!r}; choose one of {', '.join(POSITIONS)}")
+    position = check_position(position)
     max_length = TRAIN_LENGTH if position == "learned" else TRAIN_LENGTH * max(EVAL_FACTORS)
     return CharModel(load().vocab.size, position=position, max_length=max_length, seed=SEED, **ARCHITECTURE)
 
@@ -67,7 +67,7 @@ def _stored(position: str) -> CharModel:
 
 def stored(position: str) -> CharModel:
     """The stored, trained model of ``position`` (loaded once; treat it as read-only)."""
-    return _stored(position)
+    return _stored(check_position(position))
 
 
 def windows(ids: np.ndarray, starts: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -76,10 +76,15 @@ def windows(ids: np.ndarray, starts: np.ndarray, length: int) -> tuple[np.ndarra
     tokens[w, i] = ids[starts[w] + i], targets[w, i] = ids[starts[w] + i + 1]: every position is
     scored on the character that follows it, from the characters of its own window alone.
     """
-    index = np.asarray(starts)[:, None] + np.arange(length)[None, :]  # (n_windows, length)
-    if index.size and (index.min() < 0 or index.max() + 1 >= ids.size):
-        raise ValueError(f"windows of {length} at these starts need characters 0 .. {int(index.max()) + 1}, "
-                         f"but the text has {ids.size}")
+    ids, starts = as_int_array(ids, "ids"), as_int_array(starts, "starts")
+    length = check_positive_int(length, "length")
+    if ids.ndim != 1 or starts.ndim != 1:
+        raise ValueError(f"ids and starts must be 1-D, got shapes {ids.shape} and {starts.shape}")
+    first, last = int(starts.min()), int(starts.max()) + length  # the last window's next character
+    if first < 0 or last >= ids.size:
+        raise ValueError(f"starts must leave room for windows of length={length} and the character after "
+                         f"each: they need characters {first} .. {last}, but ids has 0 .. {ids.size - 1}")
+    index = starts[:, None] + np.arange(length)[None, :]  # (n_windows, length)
     return ids[index], ids[index + 1]
 
 
@@ -111,8 +116,17 @@ def position_losses(model: CharModel, length: int, *, n_chars: int = EVAL_CHARS,
     The windows do not overlap: window w is characters w * length .. (w + 1) * length - 1. None when
     ``length`` is beyond a learned position table (such a model has no vector for those positions).
     """
+    if not isinstance(model, CharModel):
+        raise TypeError(f"model must be a CharModel (catalog.stored(position), for one), got {type(model).__name__}")
+    length = check_positive_int(length, "length")
+    n_chars = check_positive_int(n_chars, "n_chars")
+    if plugs is not None and not isinstance(plugs, Plugs):
+        raise TypeError(f"plugs must be Plugs(...) or None, got {type(plugs).__name__}")
     if n_chars % length:
-        raise ValueError(f"{n_chars} characters do not cut into whole windows of {length}")
+        raise ValueError(f"n_chars={n_chars} characters do not cut into whole windows of length={length}")
+    if n_chars >= load().validation.size:
+        raise ValueError(f"n_chars={n_chars} is more than the {load().validation.size - 1} validation characters "
+                         "that have a next one to predict")
     if model.position == "learned" and length > model.max_length:
         return None
     return window_losses(model, np.arange(0, n_chars, length), length, plugs=plugs).mean(axis=0)
@@ -133,6 +147,13 @@ def validation_loss(model: CharModel, length: int, *, n_chars: int = EVAL_CHARS,
 def length_table(models: dict[str, CharModel] | None = None, factors: tuple[int, ...] = EVAL_FACTORS,
                  ) -> dict[str, dict[int, float | None]]:
     """{mechanism: {length: validation loss, or None beyond a learned table}} at ``factors`` x the training length."""
+    if models is not None and (not isinstance(models, dict)
+                               or not all(isinstance(m, CharModel) for m in models.values())):
+        raise TypeError(f"models must be a dict of name -> CharModel, or None for the stored ones; got {models!r:.80}")
+    if not isinstance(factors, tuple) or not factors:
+        raise TypeError(f"factors must be a non-empty tuple of whole multiples of the training length, got {factors!r}")
+    for factor in factors:
+        check_positive_int(factor, "each of factors")
     models = models if models is not None else {p: stored(p) for p in POSITIONS}
     return {name: {TRAIN_LENGTH * f: validation_loss(m, TRAIN_LENGTH * f) for f in factors}
             for name, m in models.items()}
@@ -148,8 +169,15 @@ def context_use(model: CharModel, length: int = TRAIN_LENGTH * max(EVAL_FACTORS)
     where theirs ends, with ``near`` - TRAIN_LENGTH or more ("near"). A model that uses the longer
     context scores lower in "long". Also the mean loss of positions 0 .. TRAIN_LENGTH - 1 ("first").
     """
-    if not TRAIN_LENGTH <= near < length or n_chars % length:
-        raise ValueError(f"need TRAIN_LENGTH <= near < length and whole windows, got near={near}, length={length}")
+    if not isinstance(model, CharModel):
+        raise TypeError(f"model must be a CharModel (catalog.stored(position), for one), got {type(model).__name__}")
+    length, near = check_positive_int(length, "length"), check_positive_int(near, "near")
+    n_chars = check_positive_int(n_chars, "n_chars")
+    if not TRAIN_LENGTH <= near < length:
+        raise ValueError(f"need {TRAIN_LENGTH} (the training length) <= near < length, got near={near}, "
+                         f"length={length}")
+    if n_chars % length:
+        raise ValueError(f"n_chars={n_chars} characters do not cut into whole windows of length={length}")
     starts = np.arange(0, n_chars, length)  # (n_windows,)
     whole = window_losses(model, starts, length)  # (n_windows, length)
     short = window_losses(model, starts + length - near, near)  # (n_windows, near): the same last characters
@@ -177,6 +205,11 @@ def train_briefly(position: str, steps: int, *, causal_mask: Callable | None = N
     ``causal_mask(length) -> (L, L)`` boolean replaces the engine's causal mask in every training
     step (None: the engine's). Deterministic: the same arguments give the same losses on one machine.
     """
+    check_positive_int(steps, "steps")
+    check_positive_int(batch_size, "batch_size")
+    check_flag(progress, "progress")
+    if causal_mask is not None:
+        check_callable(causal_mask, "causal_mask")
     model = build(position)
     data = load()
     trainee = model if causal_mask is None else _MaskedTraining(model, causal_mask)
@@ -191,6 +224,13 @@ def generate_text(position: str, prompt: str, n_chars: int = 200, *, temperature
 
     The context is bounded by the training length (see :func:`lessonlib.training.sampling.generate`).
     """
+    position = check_position(position)
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a string of characters, got {type(prompt).__name__}")
+    check_positive_int(n_chars, "n_chars", minimum=0)
+    check_temperature(temperature)
+    check_positive_int(seed, "seed", minimum=0)
+    check_flag(use_cache, "use_cache")
     vocab = load().vocab
     with one_blas_thread():  # one row per character: BLAS threads would only wait for each other
         ids = generate(stored(position), vocab.encode(prompt), n_chars, temperature=temperature, seed=seed,
