@@ -6,12 +6,14 @@ was wrong, or a hang or a memory error after allocating gigabytes, and states wh
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import sys
 import threading
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +27,8 @@ from lessonlib.exercises.limits import CappedOutput, CaseTimeout, Deadline
 from lessonlib.explorers import generation
 from lessonlib.training import catalog, lm_catalog
 from lessonlib.training.sampling import generate, sample_next
+
+ROOT = Path(__file__).resolve().parents[1]
 
 RNG = np.random.default_rng(0)
 Q = RNG.standard_normal((4, 8))
@@ -337,6 +341,15 @@ def test_the_kernel_runs_at_full_speed_after_a_check_off_the_main_thread(short_l
 def test_the_limit_constant_is_stated_in_the_docstring():
     assert checker_module.CASE_TIME_LIMIT == 60.0
     assert f"CASE_TIME_LIMIT ({checker_module.CASE_TIME_LIMIT:g}) seconds" in check.__doc__
+
+
+def test_notebook_00_states_the_limits_check_applies():
+    notebook = json.loads((ROOT / "notebooks" / "00_start_here.ipynb").read_text(encoding="utf-8"))
+    text = " ".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
+    text = " ".join(text.split())
+    assert f"A case still running after {checker_module.CASE_TIME_LIMIT:g} seconds is stopped" in text
+    assert (f"printing beyond {checker_module.MAX_PRINTED_LINES} lines or "
+            f"{checker_module.MAX_PRINTED_CHARACTERS:,} characters is cut") in text
 
 
 def test_a_deadline_that_never_fires_changes_nothing_and_a_keyboard_interrupt_still_stops_a_check():
