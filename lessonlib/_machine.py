@@ -1,7 +1,8 @@
-"""What this machine offers lessonlib.fast: its cores, its last-level cache, and a runner that
-spreads independent pieces of work over threads with BLAS held to one thread meanwhile.
+"""What this machine offers: its cores, its last-level cache and its available memory, and a
+runner that spreads independent pieces of work over threads with BLAS held to one thread meanwhile.
 
-Nothing here knows about attention; :mod:`lessonlib.fast` re-exports the public names.
+Nothing here knows about attention; :mod:`lessonlib.fast` re-exports the public names, and the
+shared input checks compare a call's size with :func:`available_memory` before it allocates.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from lessonlib._checks import check_positive_int
+from lessonlib._checks import check_callable, check_positive_int
 
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
@@ -28,6 +29,15 @@ Item = TypeVar("Item")
 CACHE_DIRECTORY = Path("/sys/devices/system/cpu/cpu0/cache")
 # Used when the system does not say how big its last-level cache is: a modest laptop's size.
 FALLBACK_CACHE_BYTES = 8 << 20
+# Where Linux says how much memory new allocations can get without swapping (MemAvailable).
+MEMINFO = Path("/proc/meminfo")
+# A container's memory limit and use, cgroup v2 then v1: inside one, /proc/meminfo shows the host's.
+CGROUP_MEMORY = (
+    (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory.current")),
+    (Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"), Path("/sys/fs/cgroup/memory/memory.usage_in_bytes")),
+)
+# Used when the system says nothing about its memory: what a modest laptop has free.
+FALLBACK_MEMORY_BYTES = 4 << 30
 
 
 # --- threads ---------------------------------------------------------------------------------------
@@ -150,6 +160,9 @@ def run_blocks(work: Callable[[Item], None], items: Sequence[Item]) -> None:
     too, each thread takes the next item when it finishes one (a core slowed by another program
     does fewer), BLAS runs on one thread, and the first error is raised once every thread stopped.
     """
+    check_callable(work, "work")
+    if not isinstance(items, Sequence):
+        raise TypeError(f"items must be a sequence (a list or tuple) of work items, got {type(items).__name__}")
     if len(items) == 1:
         work(items[0])
         return
@@ -202,3 +215,70 @@ def cache_bytes() -> int:
     except (OSError, ValueError):
         sizes = []
     return max(sizes, default=FALLBACK_CACHE_BYTES)
+
+
+# --- available memory ----------------------------------------------------------------------------
+
+
+def _meminfo_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (Linux), else None."""
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # the file counts in kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_room() -> int | None:
+    """The container's memory limit minus what it uses, when a cgroup sets one, else None."""
+    for limit_file, usage_file in CGROUP_MEMORY:
+        try:
+            limit, usage = limit_file.read_text().strip(), int(usage_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 1 << 60:  # "max", or v1's huge number, mean no limit
+            return max(int(limit) - usage, 0)
+    return None
+
+
+def _sysconf_memory() -> int | None:
+    """Free physical memory from sysconf, or (macOS has no count of free pages) all of it; else None."""
+    for pages in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):
+        try:
+            return os.sysconf(pages) * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, OSError, ValueError):
+            continue
+    return None
+
+
+def _windows_memory() -> int | None:
+    """Available physical memory from GlobalMemoryStatusEx (Windows), else None."""
+    if os.name != "nt":
+        return None
+    import ctypes
+
+    class MemoryStatus(ctypes.Structure):
+        _fields_ = [("length", ctypes.c_ulong), ("load", ctypes.c_ulong), ("total", ctypes.c_ulonglong),
+                    ("available", ctypes.c_ulonglong), ("total_page", ctypes.c_ulonglong),
+                    ("available_page", ctypes.c_ulonglong), ("total_virtual", ctypes.c_ulonglong),
+                    ("available_virtual", ctypes.c_ulonglong), ("available_extended", ctypes.c_ulonglong)]
+
+    status = MemoryStatus()
+    status.length = ctypes.sizeof(MemoryStatus)
+    if not ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):
+        return None
+    return int(status.available)
+
+
+def available_memory() -> int:
+    """Bytes this process can allocate now without swapping, as the system reports them.
+
+    Linux: MemAvailable of /proc/meminfo, or less when a container's cgroup limit leaves less
+    room; elsewhere sysconf or GlobalMemoryStatusEx; FALLBACK_MEMORY_BYTES when nothing says.
+    Read afresh on every call: it changes as this and other programs allocate.
+    """
+    system = _meminfo_available() or _windows_memory() or _sysconf_memory() or FALLBACK_MEMORY_BYTES
+    room = _cgroup_room()
+    return system if room is None else min(system, room)

@@ -17,8 +17,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lessonlib._checks import as_float_array, check_positive_int, check_widths
-from lessonlib.masks import Align, query_start
+from lessonlib._checks import (
+    array_bytes,
+    as_dtype,
+    as_float_array,
+    attention_batch,
+    check_callable,
+    check_choice,
+    check_flag,
+    check_ndim,
+    check_positive_int,
+    check_scale,
+    check_widths,
+    overflow_message,
+    refuse_oversized,
+)
+from lessonlib.masks import ALIGNMENTS, Align, query_start
 
 # numpy has no bfloat16; its size is what a learner compares against float16 and float32.
 _EXTRA_DTYPE_BYTES = {"bfloat16": 2}
@@ -28,10 +42,7 @@ def dtype_bytes(dtype: str | np.dtype | type) -> int:
     """Bytes per element of ``dtype`` ("float16", "bfloat16", "float32", np.float64, ...)."""
     if isinstance(dtype, str) and dtype in _EXTRA_DTYPE_BYTES:
         return _EXTRA_DTYPE_BYTES[dtype]
-    try:
-        return np.dtype(dtype).itemsize
-    except TypeError:
-        raise TypeError(f"unknown dtype {dtype!r}; use a NumPy dtype name or 'bfloat16'") from None
+    return as_dtype(dtype).itemsize
 
 
 def score_matrix_bytes(
@@ -78,15 +89,23 @@ def tiled_attention(
     no allowed key give zeros.
     """
     block_size = check_positive_int(block_size, "block_size")
+    causal = check_flag(causal, "causal")
+    scale = check_scale(scale)
     query = as_float_array(query, "query")
     key = as_float_array(key, "key")
     value = as_float_array(value, "value")
     check_tiled_inputs(query, key, value)
     n_q, n_k = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(key.shape[-1]) if scale is None else scale
+    if align is not None:  # checked even without causal, where it changes nothing: it may be a mistake
+        check_choice(align, "align", ALIGNMENTS)
     first_query = query_start(n_q, n_k, align, "causal tiled attention") if causal else 0
-    batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    batch = attention_batch(query, key, value)
     dtype = np.result_type(query, key, value)
+    tile = (min(block_size, n_q), min(block_size, n_k))
+    refuse_oversized(array_bytes(batch + (n_q, value.shape[-1] + 1), dtype) + array_bytes(batch + tile, dtype, 4),
+                     f"tiled_attention of query {query.shape} with value {value.shape} (its output and four "
+                     f"{tile} tiles per example)", "Use a smaller block_size, a smaller batch or fewer queries.")
     output = np.empty(batch + (n_q, value.shape[-1]), dtype=dtype)  # (..., L, d_v)
     logsumexp = np.empty(batch + (n_q,), dtype=dtype)  # (..., L)
     for q0 in range(0, n_q, block_size):
@@ -113,14 +132,15 @@ def tiled_attention(
         seen = denom > 0  # (..., bq); False on a row with no allowed key
         output[..., q0:q1, :] = acc / np.where(seen, denom, 1.0)[..., None]  # (..., bq, d_v)
         logsumexp[..., q0:q1] = np.where(seen, running_max + np.log(np.where(seen, denom, 1.0)), -np.inf)
+    if not math.isfinite(float(np.sum(output))):  # finite inputs: only scores that overflowed do this
+        raise ValueError(overflow_message(int(output.size - np.count_nonzero(np.isfinite(output))), dtype))
     return TiledResult(output=output, logsumexp=logsumexp)
 
 
 def check_tiled_inputs(query: np.ndarray, key: np.ndarray, value: np.ndarray) -> None:
     """Refuse tiled-attention inputs whose widths or key/value lengths disagree, or that lack a sequence axis."""
     for name, x in (("query", query), ("key", key), ("value", value)):
-        if x.ndim < 2:
-            raise ValueError(f"{name} must have shape (..., n, d), got {x.shape}")
+        check_ndim(x, name, 2, "(..., n, d)")
     check_widths(query, key)
     if value.shape[-2] != key.shape[-2]:
         raise ValueError(f"key has S={key.shape[-2]} positions but value has shape {value.shape}")
@@ -141,7 +161,9 @@ def measure(fn: Callable[[], object], *, repeat: int = 5, warmup: int = 1) -> Me
     Timing and tracing are separate: tracemalloc slows allocation, so it never touches the times.
     NumPy reports its array buffers to tracemalloc, so the peak includes them.
     """
+    check_callable(fn, "fn")
     repeat = check_positive_int(repeat, "repeat")
+    warmup = check_positive_int(warmup, "warmup", minimum=0)
     for _ in range(warmup):
         fn()
     times = []
@@ -164,14 +186,21 @@ def measure(fn: Callable[[], object], *, repeat: int = 5, warmup: int = 1) -> Me
 
 
 def loglog_slope(sizes: np.ndarray | list[float], values: np.ndarray | list[float]) -> float:
-    """Least-squares slope of log(values) against log(sizes): ~1 linear growth, ~2 quadratic."""
-    sizes = np.asarray(sizes, dtype=float)
-    values = np.asarray(values, dtype=float)
+    """Least-squares slope of log(values) against log(sizes): ~1 linear growth, ~2 quadratic.
+
+    sizes and values: 1-D, of equal length >= 2, finite and positive; the sizes not all equal.
+    """
+    sizes = as_float_array(sizes, "sizes")
+    values = as_float_array(values, "values")
     if sizes.shape != values.shape or sizes.ndim != 1 or sizes.size < 2:
         raise ValueError(
-            f"need two 1-D sequences of equal length >= 2, got shapes {sizes.shape} and {values.shape}"
+            f"sizes and values must be two 1-D sequences of equal length >= 2, got shapes {sizes.shape} and "
+            f"{values.shape}"
         )
-    if np.any(sizes <= 0) or np.any(values <= 0):
-        raise ValueError("sizes and values must be positive to take logarithms")
+    for name, x in (("sizes", sizes), ("values", values)):
+        if np.any(x <= 0):
+            raise ValueError(f"{name} must be positive to take logarithms, got {x[x <= 0][:4].tolist()}")
+    if np.all(sizes == sizes[0]):
+        raise ValueError(f"sizes are all {sizes[0]:g}: a slope needs at least two different sizes")
     slope, _ = np.polyfit(np.log(sizes), np.log(values), 1)
     return float(slope)

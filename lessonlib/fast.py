@@ -36,15 +36,25 @@ import numpy as np
 from lessonlib import attention, cost
 from lessonlib._checks import (
     FullyMasked,
+    array_bytes,
     as_allowed_mask,
+    as_dtype,
     as_float_array,
     attention_inputs,
     broadcast_shape,
+    check_flag,
+    check_mask_reading,
     check_policy,
-    nonfinite_message,
+    check_positive_int,
+    check_real,
+    check_scale,
+    overflow_message,
+    refuse_dense_scores,
     refuse_empty_rows,
+    refuse_nonfinite,
+    refuse_oversized,
 )
-from lessonlib._machine import (  # noqa: F401  (the thread setting and runner are part of this module's API)
+from lessonlib._machine import (  # the thread setting and runner are part of this module's API
     ThreadInfo,
     available_cores,
     cache_bytes,
@@ -54,6 +64,12 @@ from lessonlib._machine import (  # noqa: F401  (the thread setting and runner a
     thread_info,
 )
 from lessonlib.attention import AttentionResult
+
+__all__ = [
+    "BLOCK_BYTES", "ThreadInfo", "available_cores", "blocks_pay", "cache_bytes", "get_num_threads", "masked_softmax",
+    "row_blocks", "run_blocks", "scaled_dot_product_attention", "scores_stay_finite", "set_num_threads", "softmax",
+    "thread_info", "tiled_attention",
+]
 
 # Scores per row block, in bytes: small enough to stay in cache between a block's passes, large
 # enough that BLAS, which repacks the keys and values for every call, is not called too often.
@@ -74,7 +90,8 @@ def blocks_pay(matrix_bytes: int, *, keep_weights: bool) -> bool:
     theirs. Returned weights go to main memory whatever the path, and there whole arrays measured
     faster at every size (0.86 against 0.92 of the plain version at n = 8192).
     """
-    return not keep_weights and matrix_bytes > cache_bytes()
+    matrix_bytes = check_positive_int(matrix_bytes, "matrix_bytes", minimum=0)
+    return not check_flag(keep_weights, "keep_weights") and matrix_bytes > cache_bytes()
 
 
 def row_blocks(shape: tuple[int, ...], itemsize: int) -> list[Block]:
@@ -83,6 +100,11 @@ def row_blocks(shape: tuple[int, ...], itemsize: int) -> list[Block]:
     About BLOCK_BYTES of scores each, and at least two per thread so that a slow core can be
     made up for (when the blocks are shared between threads).
     """
+    if not isinstance(shape, tuple) or len(shape) < 2:
+        raise TypeError(f"shape must be a tuple (..., L, S) of at least two sizes, got {shape!r}")
+    for n in shape:
+        check_positive_int(n, "each size in shape")
+    itemsize = check_positive_int(itemsize, "itemsize")
     batch, n_rows, n_cols = shape[:-2], shape[-2], shape[-1]
     rows = max(1, BLOCK_BYTES // max(1, n_cols * itemsize))
     blocks_per_matrix = -(-2 * get_num_threads() // max(1, math.prod(batch)))  # ceiling division
@@ -137,7 +159,7 @@ def _sum_of_squares(x: np.ndarray, name: str) -> float:
     flat = x.ravel()  # a view of a contiguous array
     total = float(np.dot(flat, flat))
     if not math.isfinite(total):
-        as_float_array(x, name)  # raises, counting the entries that are not finite
+        refuse_nonfinite(x, name)
     return total
 
 
@@ -154,6 +176,14 @@ def _exp_limits(dtype: np.dtype) -> tuple[float, float]:
 
 def scores_stay_finite(scale: float, query_squares: float, key_squares: float, dtype: np.dtype) -> bool:
     """Whether no score can overflow: |q_i . k_j| * |scale| <= |scale| * |Q| * |K| < the dtype's max."""
+    scale = check_real(scale, "scale")
+    for name, squares in (("query_squares", query_squares), ("key_squares", key_squares)):
+        if not check_real(squares, name, allow_inf=True) >= 0:  # inf: the squares overflowed
+            raise ValueError(f"{name} is a sum of squares, so it cannot be negative; got {squares}")
+    return _scores_stay_finite(scale, query_squares, key_squares, as_dtype(dtype, kinds="f"))
+
+
+def _scores_stay_finite(scale: float, query_squares: float, key_squares: float, dtype: np.dtype) -> bool:
     return abs(scale) * math.sqrt(query_squares * key_squares) < _exp_limits(dtype)[0]
 
 
@@ -181,8 +211,6 @@ def _attend_rows(
         np.matmul(q, k_t, out=s)  # w may have overwritten s
     _exponentiate(s, w, blocked, shift=True, found=None if scores_finite else found)
     _normalise(w, v1, blocked, products, output, fully_masked, keep_weights, check=False)
-    if not math.isfinite(float(products.sum())):  # finite weights and values give finite products
-        found["values"] += 1
 
 
 def _exponentiate(s: np.ndarray, w: np.ndarray, blocked: np.ndarray | None, *, shift: bool,
@@ -190,17 +218,17 @@ def _exponentiate(s: np.ndarray, w: np.ndarray, blocked: np.ndarray | None, *, s
     """w = exp(s - each row's largest allowed score, or 0 without ``shift``) for allowed keys, else 0.
 
     s, w (rows, S); ``w`` may be ``s``. A row with no allowed key stays all zeros. With a counter in
-    ``found`` and a mask, the scores that are not finite are counted there first, as the reference
-    refuses them before it masks.
+    ``found``, the scores that are not finite are counted there first, as the reference refuses
+    them (an overflow) before it masks.
     """
     if not shift:
         np.exp(s, out=w)
         if blocked is not None:
             np.copyto(w, 0.0, where=blocked)
         return
+    if found is not None:
+        found["scores"] += int(s.size - np.count_nonzero(np.isfinite(s)))
     if blocked is not None:
-        if found is not None:
-            found["scores"] += int(s.size - np.count_nonzero(np.isfinite(s)))
         np.copyto(w, s)
         np.copyto(w, -np.inf, where=blocked)
         s = w
@@ -267,26 +295,38 @@ def scaled_dot_product_attention(
     and no (L, S) array is made: the scores go into one reused buffer per thread.
     """
     check_policy(fully_masked)
-    inputs = attention_inputs(query, key, value, finite=False)  # query, key: squares below; value: after
+    scale = check_scale(scale)
+    need_weights = check_flag(need_weights, "need_weights")
+    inputs = attention_inputs(query, key, value, finite=False)  # NaN and inf: below, before any work
     q, k, v = inputs.query, inputs.key, inputs.value  # (..., L, d_k), (..., S, d_k), (..., S, d_v)
     n_q, n_k, dtype = q.shape[-2], k.shape[-2], np.result_type(q, k)
     scale = 1.0 / math.sqrt(k.shape[-1]) if scale is None else scale
-    squares = _sum_of_squares(q, "query"), _sum_of_squares(k, "key")
-    scores_finite = scores_stay_finite(scale, *squares, dtype)
     scores_shape = _batch(q.shape[:-2], k.shape[:-2]) + (n_q, n_k)
     shape, blocked = scores_shape, None
     if mask is not None:
-        allowed = as_allowed_mask(mask, "allowed")
-        shape = broadcast_shape(scores_shape, allowed.shape, "scores and allowed mask")
+        allowed = as_allowed_mask(mask, "mask")
+        shape = broadcast_shape(scores_shape, allowed.shape, "scores (..., L, S) and mask")
+        check_mask_reading(allowed.shape, inputs.batch + (n_q, n_k))
         if fully_masked == "raise":
             refuse_empty_rows(allowed)
         blocked = ~allowed  # as given, so a broadcast mask is inverted once and small
     batch = _batch(shape[:-2], v.shape[:-2])
+    if need_weights:  # scores and weights, each (..., L, S)
+        refuse_dense_scores("lessonlib.fast.scaled_dot_product_attention", np.shape(query), np.shape(key),
+                            batch + (n_q, n_k), dtype, 3)
+    else:  # the output and the products beside it, (..., L, d_v) and (..., L, d_v + 1)
+        refuse_oversized(array_bytes(batch + (n_q, 2 * v.shape[-1] + 1), np.result_type(dtype, v)),
+                         f"lessonlib.fast.scaled_dot_product_attention of query {np.shape(query)} (its output)",
+                         "Use a smaller batch or fewer queries per call.")
+    # NaN and inf: the sums of squares find them in query and key (they bound the scores too), one sum in value
+    squares = _sum_of_squares(q, "query"), _sum_of_squares(k, "key")
+    refuse_nonfinite(v, "value")
     if need_weights and batch + (n_q, n_k) != scores_shape:
         # The mask or the value adds batch axes, so the reference's scores have fewer axes than
         # its weights or output. Rare; give exactly the reference's result, shapes and all.
         return attention.scaled_dot_product_attention(query, key, value, mask=mask, scale=scale,
                                                       fully_masked=fully_masked)
+    scores_finite = _scores_stay_finite(scale, *squares, dtype)
     shape, out_dtype = batch + (n_q, n_k), np.result_type(dtype, v)
     blocked_rows = blocks_pay(n_q * n_k * dtype.itemsize, keep_weights=need_weights)
     blocks = row_blocks(shape, dtype.itemsize) if blocked_rows else [(Ellipsis,)]
@@ -303,7 +343,7 @@ def scaled_dot_product_attention(
     scores = weights = None
     if need_weights:
         scores, weights = np.empty(shape, dtype=dtype), np.empty(shape, dtype=dtype)  # (..., L, S) each
-    found: Counter[str] = Counter()  # what the reference refuses: non-finite "scores", blocks with bad "values"
+    found: Counter[str] = Counter()  # what the reference refuses: "scores" that overflowed
 
     def attend(block: Block) -> None:
         matrix = _matrix(block)
@@ -317,10 +357,8 @@ def scaled_dot_product_attention(
 
     for block in blocks:  # on this thread, one after another: BLAS uses the cores inside each product
         attend(block)
-    if found["values"]:
-        as_float_array(v, "value")  # raises if NaN or inf in the values made the output so
     if found["scores"]:
-        raise ValueError(nonfinite_message("scores", found["scores"]))
+        raise ValueError(overflow_message(found["scores"], dtype))
     if not need_weights:
         return inputs.restore(output)[0]
     return AttentionResult(*inputs.restore(output, weights, scores))
@@ -343,6 +381,9 @@ def masked_softmax(scores: np.ndarray, allowed: np.ndarray, *, fully_masked: Ful
     scores = as_float_array(scores, "scores")
     allowed = as_allowed_mask(allowed, "allowed")
     shape = broadcast_shape(scores.shape, allowed.shape, "scores and allowed mask")
+    refuse_oversized(array_bytes(shape, scores.dtype, 2),
+                     f"lessonlib.fast.masked_softmax of scores {scores.shape} with allowed {allowed.shape} (its "
+                     f"weights, shape {shape}, and a block)", "Apply it to fewer rows at a time.")
     if len(shape) < 2 or math.prod(shape) * scores.itemsize <= cache_bytes():  # in cache: the reference
         return attention.masked_softmax(scores, allowed, fully_masked=fully_masked)
     if fully_masked == "raise":
@@ -351,7 +392,7 @@ def masked_softmax(scores: np.ndarray, allowed: np.ndarray, *, fully_masked: Ful
     weights = np.empty(shape, dtype=scores.dtype)  # (..., S)
 
     def normalise(block: Block) -> None:
-        np.copyto(weights[block], attention.masked_softmax(scores[block], allowed[block], fully_masked=fully_masked))
+        np.copyto(weights[block], attention._masked_softmax(scores[block], allowed[block], fully_masked))
 
     run_blocks(normalise, row_blocks(shape, scores.itemsize))
     return weights

@@ -13,7 +13,16 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from lessonlib._checks import as_allowed_mask, check_positive_int
+from lessonlib._checks import (
+    array_bytes,
+    as_allowed_mask,
+    as_int_array,
+    broadcast_shape,
+    check_choice,
+    check_flag,
+    check_positive_int,
+    refuse_oversized,
+)
 
 # Where a block of L queries sits among S keys when L != S: query 0 at key position 0
 # ("top-left", torch is_causal and JAX) or the queries as the last L positions ("bottom-right").
@@ -24,11 +33,16 @@ ALIGNMENTS: tuple[str, ...] = get_args(Align)
 def padding_mask(lengths: np.ndarray | list[int], max_length: int) -> np.ndarray:
     """(batch, max_length) boolean, True for real tokens: position j < lengths[b]."""
     max_length = check_positive_int(max_length, "max_length")
-    lengths = np.asarray(lengths)
-    if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
-        raise TypeError(f"lengths must be a 1-D array of integers, got {lengths.dtype} of shape {lengths.shape}")
-    if np.any(lengths < 0) or np.any(lengths > max_length):
-        raise ValueError(f"every length must lie in 0..{max_length}, got {lengths.tolist()}")
+    lengths = as_int_array(lengths, "lengths", what="integers, one length per sequence")
+    if lengths.ndim != 1:
+        raise ValueError(f"lengths must be 1-D, one length per sequence, got shape {lengths.shape}")
+    outside = (lengths < 0) | (lengths > max_length)  # (B,)
+    if np.any(outside):
+        raise ValueError(f"every length must lie in 0..{max_length}, got {lengths[outside][:8].tolist()}"
+                         f"{' and more' if np.count_nonzero(outside) > 8 else ''} among the lengths")
+    refuse_oversized(array_bytes((lengths.size, max_length), bool) + array_bytes((max_length,), np.int64),
+                     f"padding_mask of {lengths.size} lengths with max_length={max_length}",
+                     "Use a smaller batch or a shorter max_length.")
     return np.arange(max_length)[None, :] < lengths[:, None]  # (B, max_length)
 
 
@@ -38,8 +52,8 @@ def query_start(n_queries: int, n_keys: int, align: Align | None, what: str = "m
     Equal lengths need no ``align`` (both give 0); different lengths refuse a missing one,
     naming ``what`` the placement is for.
     """
-    if align is not None and align not in ALIGNMENTS:
-        raise ValueError(f"align must be one of {ALIGNMENTS}, got {align!r}")
+    if align is not None:
+        check_choice(align, "align", ALIGNMENTS)
     if n_queries == n_keys:
         return 0
     if align is None:
@@ -58,10 +72,31 @@ def key_offsets(
 
     Query i sits at position i + :func:`query_start` (n_queries, n_keys, align); key j at j.
     """
+    return _offsets(n_queries, n_keys, align, what, bytes_per_pair=8)
+
+
+def _offsets(n_queries: object, n_keys: object, align: object, what: object, *, bytes_per_pair: int,
+             way_out: str = "Use shorter sequences.", holds: str = "") -> np.ndarray:
+    """:func:`key_offsets`, refused before it allocates when ``bytes_per_pair`` per (query, key) would not fit.
+
+    ``bytes_per_pair`` counts what the caller holds at once per pair: 8 for the offsets themselves,
+    plus what it builds from them; ``holds`` says what that is, for the message.
+    """
     n_queries = check_positive_int(n_queries, "n_queries")
     n_keys = n_queries if n_keys is None else check_positive_int(n_keys, "n_keys")
-    query_pos = np.arange(n_queries) + query_start(n_queries, n_keys, align, what)  # (L,)
+    if not isinstance(what, str):
+        raise TypeError(f"what must be a string naming the mask, got {type(what).__name__}")
+    start = query_start(n_queries, n_keys, align, what)
+    refuse_oversized(n_queries * n_keys * bytes_per_pair,
+                     f"the {what} for n_queries={n_queries} and n_keys={n_keys} ({holds or 'its integer offsets'}, "
+                     f"{bytes_per_pair} bytes per query and key)", way_out)
+    query_pos = np.arange(n_queries) + start  # (L,)
     return np.arange(n_keys)[None, :] - query_pos[:, None]  # (L, S)
+
+
+# The way out of a mask too large to build: attention that applies it without holding it.
+_TILED_CAUSAL = ("Use lessonlib.tiled_attention(query, key, value, causal=True), which applies the causal mask "
+                 "block by block without building it, or shorter sequences.")
 
 
 def causal_mask(n_queries: int, n_keys: int | None = None, *, align: Align | None = None) -> np.ndarray:
@@ -70,7 +105,8 @@ def causal_mask(n_queries: int, n_keys: int | None = None, *, align: Align | Non
     Square when ``n_keys`` is omitted or equal. When the lengths differ, ``align`` must be
     "top-left" (query i sees keys 0..i) or "bottom-right" (query i sees keys 0..i + S - L).
     """
-    return key_offsets(n_queries, n_keys, align=align, what="causal mask") <= 0
+    return _offsets(n_queries, n_keys, align, "causal mask", bytes_per_pair=9, way_out=_TILED_CAUSAL,
+                    holds="offsets and the mask") <= 0
 
 
 def sliding_window_mask(
@@ -87,7 +123,9 @@ def sliding_window_mask(
     window - 1 keys before it); not causal allows |offset| < window. Alignment as in :func:`causal_mask`.
     """
     window = check_positive_int(window, "window")
-    offset = key_offsets(n_queries, n_keys, align=align, what="sliding-window mask")  # (L, S)
+    causal = check_flag(causal, "causal")
+    offset = _offsets(n_queries, n_keys, align, "sliding-window mask", bytes_per_pair=17, holds="offsets and masks",
+                      way_out="Build it for a block of queries at a time, or use shorter sequences.")  # (L, S)
     if causal:
         return (offset <= 0) & (offset > -window)
     return np.abs(offset) < window
@@ -106,6 +144,7 @@ def combine_masks(
     never over keys; with ``heads`` a head axis is added: (B, 1, 1, S) and result (B, 1, L, S).
     Result (B, L, S), or the structure alone when no padding is given.
     """
+    heads = check_flag(heads, "heads")
     if structure is None and key_padding is None:
         raise ValueError("combine_masks needs at least one of structure or key_padding")
     parts = []
@@ -124,6 +163,9 @@ def combine_masks(
                 f"key_padding has S={key_padding.shape[-1]} (shape {key_padding.shape})"
             )
         parts.append(structure)
+    shape = broadcast_shape(parts[0].shape, parts[-1].shape, "key_padding placed as (B, 1, S) and structure")
+    refuse_oversized(array_bytes(shape, bool), f"combine_masks with a result of shape {shape}",
+                     "Use a smaller batch or shorter sequences.")
     combined = parts[0] if len(parts) == 1 else np.logical_and(*parts)  # (B, L, S) or (L, S)
     if heads:
         combined = np.expand_dims(combined, axis=-3)  # (B, 1, L, S) or (1, L, S)

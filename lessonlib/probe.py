@@ -23,6 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
+from lessonlib._checks import check_callable, check_flag, check_real
 from lessonlib.attention import softmax
 
 # The words the probe reports; every row of lessonlib.masks.MASK_CONVENTIONS uses them.
@@ -155,6 +156,9 @@ def probe_mask_semantics(attention_fn: AttentionFn, *, key_only: bool = False, a
     does; the probe then uses the first row of each (L, S) case for every query.
     ``atol``: how close weights must be to a candidate pattern (loose enough for float16).
     """
+    check_callable(attention_fn, "attention_fn")
+    key_only = check_flag(key_only, "key_only")
+    atol = check_real(atol, "atol", positive=True)
     evidence: dict[str, np.ndarray | str] = {}
     shape = _BOOL_MASK.shape
     as_rows = _seen_by_queries(_BOOL_MASK, key_only)  # (L, S)

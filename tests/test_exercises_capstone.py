@@ -95,3 +95,7 @@ def test_the_model_answer_quotes_what_the_solutions_measured():
     assert f"({alibi[0]} at 1x,\n{alibi[-1]} at 8x)" in answer or f"({alibi[0]} at 1x, {alibi[-1]} at 8x)" in answer
     assert re.search(rf"from {sinusoidal[0]} to {sinusoidal[-1]}", " ".join(answer.split()))
     assert rows["learned"][1:] == ["no", "table"] * 3
+    far, near = re.search(r"alibi, the last 64 characters: (\d\.\d\d) from 448 or more before them, (\d\.\d\d) from "
+                          r"64 to 127", text).groups()
+    assert f"score {far} from their whole window and {near} from a\nwindow of 128" in answer
+    assert f"about {far} against {near}" in " ".join(QUESTION.rubric[0].anchors)

@@ -152,13 +152,28 @@ def test_unknown_exercise_is_an_error_result_not_an_exception(capsys):
     assert "masked_softmax" in capsys.readouterr().out
 
 
-def test_answer_that_writes_into_its_inputs_cannot_change_the_verdict():
+def test_an_answer_that_writes_into_its_inputs_is_told_so_and_judged_on_the_original_inputs():
     def in_place(scores, allowed):
         out = masked_where(scores, allowed)
         scores[...] = 0.0  # vandalise the caller's array
         return out
 
-    assert check("masked_softmax", in_place, quiet=True).status == PASSED
+    result = check("masked_softmax", in_place, quiet=True)
+    assert result.status == FAILED and result.points == 0 and result.diagnosis_names == []
+    assert {f.reason for f in result.failed_cases} == {"changed_input"}
+    assert all("`scores`" in f.got and "returned value is right" in f.detail for f in result.failed_cases)
+
+
+def test_writing_into_the_buffers_of_a_cached_step_is_allowed():
+    from exercise_answers import step_vectorised
+
+    def in_place(query, key, value, cache_keys, cache_values, length):
+        n = query.shape[-2]
+        cache_keys[..., length:length + n, :], cache_values[..., length:length + n, :] = key, value
+        out, weights, _, _ = step_vectorised(query, key, value, cache_keys, cache_values, length)
+        return out, weights, cache_keys, cache_values
+
+    assert check("cached_attention_step", in_place, seed=3, quiet=True).status == PASSED
 
 
 def _rope_float32(x, positions):

@@ -7,7 +7,7 @@ must read "no known misconception", never the name of another mistake.
 from __future__ import annotations
 
 import pytest
-from helpers.learner_answers import LEARNER_WRONG
+from helpers.learner_answers import KIND_WRONG, LEARNER_WRONG
 
 from lessonlib.exercises import EXERCISES, FAILED, check
 
@@ -30,3 +30,15 @@ def test_every_exercise_has_learner_answers():
     for exercise, _, _ in LEARNER_WRONG:
         counts[exercise] += 1
     assert all(n >= 3 for n in counts.values()), counts
+
+
+def test_every_exercise_has_answers_of_the_known_kinds_named_and_unnamed():
+    """For every auto-graded exercise, at least two answers with one slip of a known kind that their
+    diagnosis must name, and one whose slip no diagnosis describes (it must read "no known misconception")."""
+    named = {name: 0 for name in EXERCISES}
+    unnamed = {name: 0 for name in EXERCISES}
+    for exercise, names, _, _ in KIND_WRONG:
+        (named if names else unnamed)[exercise] += 1
+    assert all(n >= 2 for n in named.values()), named
+    assert all(n >= 1 for n in unnamed.values()), unnamed
+

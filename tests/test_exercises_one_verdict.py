@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import exercise_answers
+from helpers import exercise_answers, learner_answers
 from helpers.markdown_view import shown
 
 from lessonlib.exercises.cells import check_notes, slice_cells
@@ -138,6 +138,10 @@ DISPLAY_02 = '''def padding_mask(lengths, max_length):
     return np.arange(max_length)[None, :] < np.asarray(lengths)[:, None]
 '''
 
+# Right weights, but the bias subtracted from the caller's scores in place.
+ALIBI_IN_PLACE_03 = inspect.getsource(learner_answers.alibi_biased_in_place).replace(
+    "def alibi_biased_in_place(", "def alibi_weights(")
+
 # The full-matrix answer of the diagnosis tests, as a learner would name it in the answer cell.
 FULL_MATRIX_04 = inspect.getsource(exercise_answers.tiled_full_then_blocks).replace(
     "def tiled_full_then_blocks(", "def tiled_attention(")
@@ -186,6 +190,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory):
             {"masked-softmax-prompt": ("before", HELPERS_02), "causal-answer": ("after", BELOW_02)},
         ),
         "04_cost.ipynb": _learner_notebook("04_cost.ipynb", {"tiled-answer": FULL_MATRIX_04}, {}),
+        "03_position.ipynb": _learner_notebook("03_position.ipynb", {"alibi-weights-answer": ALIBI_IN_PLACE_03}, {}),
     }
     for name, nb in notebooks.items():
         nbformat.write(nb, learner / name)
@@ -227,3 +232,12 @@ def test_what_the_grader_cannot_run_is_said_in_check_and_in_the_feedback(graded)
     assert grades["padding_mask"]["status"] != "passed"  # the grader has not ...
     assert any("`display`" in note for note in grades["padding_mask"]["notes"])  # ... and says why
     assert "`display`" in feedback
+
+
+def test_an_answer_that_writes_into_its_inputs_fails_in_both_with_the_reason(graded):
+    grades, checks, text, feedback = graded
+    grade = grades["alibi_weights"]
+    assert checks["alibi_weights"] == ("failed", 0.0) and grade["status"] == "failed" and grade["points"] == 0
+    assert "changed `scores` in place" in text and "changed `scores` in place" in feedback
+    assert grade["diagnoses"] == []
+

@@ -29,7 +29,7 @@ def test_presets_are_the_engine_masks():
     np.testing.assert_array_equal(masking.preset("both"), causal & padding)
     np.testing.assert_array_equal(masking.preset("none"), np.ones((size, size), bool))
     assert masking.Settings().allowed == masking.preset("causal")
-    with pytest.raises(ValueError, match="preset must be one of"):
+    with pytest.raises(ValueError, match="name must be one of .causal."):
         masking.preset("future")
 
 

@@ -85,6 +85,21 @@ def test_decoding_with_the_cache_gives_the_logits_of_full_recomputation(position
                                rtol=0, atol=1e-12)
 
 
+def test_the_cache_writes_into_its_buffers_and_doubles_them_only_when_a_text_outgrows_them():
+    model = tiny("alibi", "float64")
+    tokens = np.random.default_rng(7).integers(0, 7, (2, 13))
+    _, cache = model.prefill(tokens[:, :3], capacity=5)
+    buffers = [b for b in cache.key_buffers]
+    model.extend(cache, tokens[:, 3:4])
+    model.extend(cache, tokens[:, 4:5])
+    assert cache.capacity == 5 and all(a is b for a, b in zip(buffers, cache.key_buffers))  # written in place
+    last = model.extend(cache, tokens[:, 5:])  # 8 more: the buffers double past 13
+    assert cache.length == 13 and cache.capacity == 13 and cache.keys[0].shape == (2, 2, 13, 4)
+    np.testing.assert_allclose(last, model.logits(tokens)[:, 5:], rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="the cache holds 2 sequences but 1 were given"):
+        model.extend(cache, tokens[:1, :1])
+
+
 @pytest.mark.parametrize("position", POSITIONS)
 def test_plugged_in_reference_functions_give_the_engines_loss(position):
     model = tiny(position, "float64")

@@ -31,6 +31,28 @@ def test_stored_checkpoints_reproduce_the_recorded_losses(table):
                 assert loss == pytest.approx(expected[str(length)], abs=2e-3), f"{position} at {length}"
 
 
+@pytest.mark.parametrize("position", ["alibi", "none"])
+def test_the_recorded_use_of_long_context_is_reproduced(position):
+    """Notebook 07's reading: ALiBi scores late characters as well from 64-127 characters of context as from
+    448 or more (no worse, no better); the mask alone scores them worse from the longer context."""
+    measured = catalog.context_use(catalog.stored(position))
+    recorded = catalog.recorded()["models"][position]["context_use"]
+    assert measured == pytest.approx(recorded, abs=2e-3)
+    if position == "alibi":
+        assert abs(measured["long"] - measured["near"]) < 0.02
+    else:
+        assert measured["long"] > measured["near"] + 0.1 > measured["first"] + 0.1
+
+
+def test_windows_are_cut_from_the_text_and_scored_on_the_next_character():
+    ids = np.arange(20)
+    tokens, targets = catalog.windows(ids, np.array([0, 5]), 4)
+    np.testing.assert_array_equal(tokens, [[0, 1, 2, 3], [5, 6, 7, 8]])
+    np.testing.assert_array_equal(targets, tokens + 1)
+    with pytest.raises(ValueError, match=r"need characters 16 .. 20, but ids has 0 .. 19"):
+        catalog.windows(ids, np.array([16]), 4)
+
+
 def test_every_model_beats_the_bigram_baseline_by_a_clear_margin(table):
     bigram = baselines()["bigram"]
     assert catalog.recorded()["baselines"]["bigram"] == pytest.approx(bigram, abs=1e-4)

@@ -15,7 +15,7 @@ def test_padding_mask_marks_real_tokens():
 @pytest.mark.parametrize(
     "lengths, error, message",
     [([5], ValueError, r"0\.\.4"), ([-1], ValueError, r"0\.\.4"), ([1.5], TypeError, "integers"),
-     ([[1, 2]], TypeError, "1-D")],
+     ([[1, 2]], ValueError, "1-D")],
 )
 def test_padding_mask_bad_lengths(lengths, error, message):
     with pytest.raises(error, match=message):

@@ -338,17 +338,17 @@ def test_the_blas_limit_holds_inside_a_call_only(threads, monkeypatch):
     row blocks run one after another on the calling thread and leave BLAS its own threads."""
     monkeypatch.setattr(fast, "cache_bytes", lambda: 0)
     inside, attending = [], []
-    masked_softmax, exponentiate = L.attention.masked_softmax, fast._exponentiate
+    masked_softmax, exponentiate = L.attention._masked_softmax, fast._exponentiate
 
-    def watching_softmax(scores, allowed, **kwargs):
+    def watching_softmax(scores, allowed, fully_masked):
         inside.append(_blas_threads())
-        return masked_softmax(scores, allowed, **kwargs)
+        return masked_softmax(scores, allowed, fully_masked)
 
     def watching_exp(s, w, blocked, *, shift, found):
         attending.append(_blas_threads())
         exponentiate(s, w, blocked, shift=shift, found=found)
 
-    monkeypatch.setattr(L.attention, "masked_softmax", watching_softmax)
+    monkeypatch.setattr(L.attention, "_masked_softmax", watching_softmax)
     monkeypatch.setattr(fast, "_exponentiate", watching_exp)
     before = _blas_threads()
     scores = normal((3, 40, 50), np.float64)

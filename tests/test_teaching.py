@@ -247,6 +247,25 @@ def test_no_model_answer_where_a_learner_reads(folder):
         assert marker is None, f"{where} introduces an answer to a written question ({marker and marker[0]!r})"
 
 
+def test_no_lesson_notebook_writes_out_the_bucket_rule_of_exercise_3_6():
+    """03 states T5's bucket rule in prose and prints the engine's buckets: no code cell computes them."""
+    for name in LESSONS:
+        for index, cell in enumerate(_cells(name)):
+            text = _source(cell)
+            if cell["cell_type"] == "code" and "bucket" in text:
+                assert not re.search(r"\b(np|math)\.log\b", text), f"{name}, cell {index} computes buckets by hand"
+
+
+def test_07_leaves_the_reading_of_its_length_table_to_question_7_2():
+    """After 07 prints the length table, its prose up to the next heading reads no mechanism's row but
+    the two that section 6 measures further (the mask alone and ALiBi)."""
+    cells = _cells("07_capstone")
+    table = next(i for i, c in enumerate(cells) if "catalog.length_table()" in _source(c))
+    after = _source(cells[table + 1]).split("\n## ")[0].lower()
+    assert "7.2" in after
+    assert not re.search(r"sinusoidal|rope|rotary|learned|relative|t5", after), after
+
+
 # --- one set of times -------------------------------------------------------------------------
 
 TIMES_CELL = r"(\d+)-(\d+) min / (?:(\d+)-(\d+) min|no Going deeper)"

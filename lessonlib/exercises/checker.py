@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
+
 from lessonlib.exercises.cells import check_notes
 from lessonlib.exercises.judge import error_result, judge, run_cases
+from lessonlib.exercises.limits import CappedOutput
 from lessonlib.exercises.registry import EXERCISES
 from lessonlib.exercises.results import CheckResult, jupyter_shell, show
+from lessonlib.exercises.runner import NOT_RUN, TIMED_OUT, Outcome
+from lessonlib.exercises.spec import Case
+
+# Seconds one case may take before check() calls it an endless loop and stops. The slowest correct
+# answer we know of (one query row at a time, in Python) takes 14 s on the largest hidden case,
+# whose memory is traced; the limit leaves room for a slower machine.
+CASE_TIME_LIMIT = 60.0
+# What check() shows of the answer's own printing, over all its cases; the rest is counted and cut.
+MAX_PRINTED_LINES = 100
+MAX_PRINTED_CHARACTERS = 10_000
 
 
 def grader_notes(name: str) -> list[str]:
@@ -36,6 +50,11 @@ def check(name: str, answer: object, *, seed: int | None = None, quiet: bool = F
     many of them passed, nothing else of them. quiet: return the result without showing it.
     Prints plain text, or shows an HTML report in Jupyter. Never raises for anything the answer
     does: a stub raising NotImplementedError reads "not attempted yet".
+
+    Each case may take CASE_TIME_LIMIT (60) seconds: a function still running then is interrupted,
+    reported as "did not return within 60 s on case ...: an endless loop?", and the cases after it
+    are not run. What the function prints is shown up to MAX_PRINTED_LINES (100) lines or
+    MAX_PRINTED_CHARACTERS (10,000) characters, with a note of how much was cut.
     """
     try:
         exercise = EXERCISES.get(name)
@@ -47,7 +66,9 @@ def check(name: str, answer: object, *, seed: int | None = None, quiet: bool = F
             cases = exercise.public_cases()
             if seed is not None:
                 cases += exercise.hidden_cases(seed)
-            result = judge(exercise, cases, run_cases(answer, cases)).for_learner()
+            outcomes = _run_in_kernel(answer, cases)
+            result = judge(exercise, cases, outcomes).for_learner()
+            result.message = "\n".join(filter(None, [_timeout_note(cases, outcomes), result.message]))
             notes = grader_notes(exercise.name) if exercise.kind == "function" else []
             if notes:
                 result.message = "\n".join(
@@ -63,3 +84,27 @@ def check(name: str, answer: object, *, seed: int | None = None, quiet: bool = F
     if not quiet:
         show(result)
     return result
+
+
+def _run_in_kernel(answer: object, cases: Sequence[Case]) -> list[Outcome]:
+    """The answer's outcomes on ``cases``, each case within CASE_TIME_LIMIT, its printing capped and shown."""
+    printed = CappedOutput(MAX_PRINTED_LINES, MAX_PRINTED_CHARACTERS)
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            return run_cases(answer, cases, time_limit=CASE_TIME_LIMIT)
+    finally:
+        shown = printed.text
+        if printed.note():
+            shown += ("\n" if shown and not shown.endswith("\n") else "") + printed.note() + "\n"
+        print(shown, end="")
+
+
+def _timeout_note(cases: Sequence[Case], outcomes: Sequence[Outcome]) -> str:
+    """The sentence for a case that did not return ("" if none): which case, and how many were not run."""
+    for case, outcome in zip(cases, outcomes):
+        if outcome.status == TIMED_OUT:
+            where = "a hidden case" if case.hidden else f"case {case.id}"
+            skipped = sum(o.status == NOT_RUN for o in outcomes)
+            rest = f" The {skipped} case(s) after it were not run." if skipped else ""
+            return f"Your function did not return within {CASE_TIME_LIMIT:g} s on {where}: an endless loop?{rest}"
+    return ""

@@ -20,15 +20,18 @@ from lessonlib.exercises.spec import ArrayOutput, Case, DiagnosisSpec, Exercise,
 NOTEBOOK = "07_capstone.ipynb"
 
 
-def _softmax_allowed(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis of (..., n, S) scores, over the allowed (n, S) keys only."""
+def _softmax_allowed(scores: np.ndarray, allowed: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Softmax over the last axis (or ``axis``) of (..., n, S) scores, over the allowed (n, S) entries
+    only; a slice with none allowed gets zeros."""
     s = np.where(allowed, scores, -np.inf)
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+    top = s.max(axis=axis, keepdims=True)
+    e = np.exp(s - np.where(np.isneginf(top), 0.0, top))
+    total = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
 def _step(query, key, value, cache_keys, cache_values, length, *, write_at=None, read_end=None, offset=0,
-          top_left=False, write=True, attend_before_write=False):
+          top_left=False, write=True, attend_before_write=False, axis=-1):
     """One cached step with each choice a misconception can get wrong (the defaults are right).
 
     write_at: first row the new keys go to; read_end: rows [0, read_end) are scored; offset: query r
@@ -45,7 +48,7 @@ def _step(query, key, value, cache_keys, cache_values, length, *, write_at=None,
     k, v = k[..., :read_end, :], v[..., :read_end, :]  # (B, H, S, d_h)
     scores = query @ np.swapaxes(k, -1, -2) / math.sqrt(query.shape[-1])  # (B, H, n, S)
     last = np.arange(n)[:, None] + (0 if top_left else length + offset)  # (n, 1) last row each query sees
-    weights = _softmax_allowed(scores, np.arange(read_end)[None, :] <= last)  # (B, H, n, S)
+    weights = _softmax_allowed(scores, np.arange(read_end)[None, :] <= last, axis)  # (B, H, n, S)
     return weights @ v, weights, new_keys, new_values
 
 
@@ -164,6 +167,7 @@ def step_hidden(rng: np.random.Generator) -> list[Case]:
 
 CACHED_ATTENTION_STEP = Exercise(
     name="cached_attention_step",
+    may_change=frozenset({3, 4}),  # the buffers: "of a copy, or in place"
     notebook=NOTEBOOK,
     signature="cached_attention_step(query, key, value, cache_keys, cache_values, length) "
               "-> (output, weights, cache_keys, cache_values)",
@@ -204,6 +208,13 @@ CACHED_ATTENTION_STEP = Exercise(
             "as if it were at position r, not at position length + r after the cached text.",
             "Align the mask at the bottom right: the new queries are the last n positions of length + n.",
             "alignment", matches_model(_top_left),
+        ),
+        DiagnosisSpec(
+            "step_softmax_over_queries", "Softmax over the new queries",
+            "The weights of each key sum to one over the new queries (axis -2), not those of each query "
+            "over the keys: with one new token every allowed key gets weight 1.",
+            "Take the softmax over the keys, the last axis: axis=-1, keepdims=True.",
+            "capstone-cache", matches_model(lambda *a: _step(*a, axis=-2)),
         ),
         DiagnosisSpec(
             "whole_cache_scored", "Every slot of the buffer scored",

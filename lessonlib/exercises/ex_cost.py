@@ -19,7 +19,9 @@ from lessonlib.exercises.spec import (
     NumberOutput,
     Record,
     Requirement,
+    any_of,
     close,
+    fails_only_on,
     matches_model,
     numbered,
     overflows_only_on,
@@ -361,9 +363,10 @@ TILED_ATTENTION = Exercise(
         ),
         DiagnosisSpec(
             "tiled_no_max_subtraction", "Blocks exponentiated without a running maximum",
-            "On large scores the answer returns NaN or inf: exp(800) overflows.",
+            "Only the case with large scores goes wrong: exp(800) overflows. The answer returns NaN or "
+            "inf there, or numbers a guard put in their place.",
             "Keep a running maximum per query and exponentiate scores minus that maximum.",
-            "tiled", overflows_only_on("large-scores"),
+            "tiled", any_of(overflows_only_on("large-scores"), fails_only_on("large-scores")),
         ),
         DiagnosisSpec(
             "tiled_missing_scale", "No 1/sqrt(d_k) scaling",
@@ -409,6 +412,18 @@ def _online_not_rescaled_models():
         lambda s, v, b, d=d, a=a: _online_one(s, v, b, rescale_denom=d, rescale_acc=a)
         for d, a in ((False, False), (True, False), (False, True))
     )
+
+
+def _last_block_skipped_models():
+    """Every block but the last read; with one block, nothing read (the result zeros, or NaN from 0 / 0)."""
+
+    def skipped(scores, values, b, empty):
+        stop = (len(scores) - 1) // b * b  # the start of the last block
+        if stop == 0:
+            return np.zeros(values.shape[-1]) if empty == "zeros" else np.full(values.shape[-1], np.nan)
+        return online_reference(scores[:stop], values[:stop], b)
+
+    return tuple(lambda s, v, b, e=e: skipped(s, v, b, e) for e in ("zeros", "nan"))
 
 
 def _per_block_models():
@@ -489,10 +504,20 @@ ONLINE_SOFTMAX = Exercise(
         ),
         DiagnosisSpec(
             "online_no_running_max", "No running maximum",
-            "On large scores the answer returns NaN or inf: exp(800) overflows. Without a running "
-            "maximum there is nothing to subtract before exponentiating.",
+            "Only the case with large scores goes wrong: exp(800) overflows, and the answer returns NaN "
+            "or inf there, or numbers a guard put in their place. Without a running maximum there is "
+            "nothing to subtract before exponentiating.",
             "Keep the largest score seen so far, m, and exponentiate scores minus m.",
-            "tiled", overflows_only_on("large-scores"),
+            "tiled", any_of(overflows_only_on("large-scores"), fails_only_on("large-scores")),
+        ),
+        DiagnosisSpec(
+            "online_last_block_skipped", "The last block never read",
+            "The result is the online softmax of every block but the last: the loop stops while the "
+            "last block, whole or partial, is still to come (while start + block_size < len(scores), or "
+            "range(0, len(scores) - block_size, block_size)). With a single block nothing is read at all.",
+            "Loop over every start: for start in range(0, len(scores), block_size); a slice past the end "
+            "stops at the end by itself.",
+            "tiled", matches_model(*_last_block_skipped_models()),
         ),
         DiagnosisSpec(
             "online_normalised_per_block", "Each block normalised on its own",

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from lessonlib.exercises.spec import ArrayOutput, Case, DiagnosisSpec, Exercise, matches_model, numbered, shows
+from lessonlib.exercises.spec import ArrayOutput, Case, DiagnosisSpec, Exercise, matches_model, numbered, shows_on_every
 
 NOTEBOOK = "05_interpretation.ipynb"
 
@@ -84,15 +84,34 @@ def _zeroed_key(query, keys, values, w_o):
 
 
 def _full_weight_formula(case: Case, got, expected) -> bool:
-    """NaN or inf where a key holds all the weight to float64's precision, right elsewhere: the
-    closed form w_j / (1 - w_j) (o - v_j) divides by a 1 - w_j that rounded to 0."""
+    """Wrong exactly where a key holds all the weight to float64's precision (NaN, inf, or what a
+    guard put there), right elsewhere: the closed form w_j / (1 - w_j) (o - v_j) divides by a 1 - w_j
+    that rounded to 0."""
     query, keys, _, _ = case.args
     full = _weights(query, keys) >= 1.0 - 1e-12  # (S,): the keys whose 1 - w_j has no digits left
     got = np.asarray(got, dtype=float)
     if not full.any() or got.shape != expected.shape:
         return False
     rest_right = np.allclose(got[~full], expected[~full], rtol=1e-6, atol=1e-9)
-    return bool(rest_right and not np.isfinite(got[full]).all())
+    return bool(rest_right and not np.allclose(got[full], expected[full], rtol=1e-6, atol=1e-9))
+
+
+def _accumulated_exclusions(query, keys, values, w_o, *, empty: str = "zero"):
+    """Key j's effect measured with keys 0 .. j all excluded: each exclusion stays in one scores array.
+    With every key excluded the output is taken as 0 ("zero") or NaN ("nan")."""
+    scale = 1.0 / math.sqrt(query.shape[-1])
+    s = keys @ query * scale  # (S,)
+    out = _weights(query, keys) @ values  # (d_v,)
+    effects = []
+    for j in range(len(keys)):
+        rest = s[j + 1:]  # keys after j: the ones still in
+        if rest.size == 0:
+            moved = np.zeros_like(out) if empty == "zero" else np.full_like(out, np.nan)
+        else:
+            e = np.exp(rest - rest.max())
+            moved = (e / e.sum()) @ values[j + 1:]
+        effects.append(np.linalg.norm((moved - out) @ w_o))
+    return np.array(effects)
 
 
 def exclusion_public() -> list[Case]:
@@ -197,13 +216,25 @@ EXCLUSION_EFFECTS = Exercise(
         ),
         DiagnosisSpec(
             "closed_form_at_full_weight", "The closed form divides by 1 - w, which rounded to 0",
-            "The effects are right except for a key that holds all the weight, where the answer gives NaN "
-            "or inf. The lesson's formula w_j / (1 - w_j) (o - v_j) is exact on paper, but when one weight "
-            "is 1 to float64's precision, 1 - w_j is 0 and the division has nothing left to divide by. "
-            "Excluding that key is still well defined: the output becomes the other keys' weighted mean.",
+            "The effects are right except for a key that holds all the weight, where the answer gives NaN, "
+            "inf, or what a guard put in their place. The lesson's formula w_j / (1 - w_j) (o - v_j) is exact "
+            "on paper, but when one weight is 1 to float64's precision, 1 - w_j is 0 and the division has "
+            "nothing left to divide by. Excluding that key is still well defined: the output becomes the "
+            "other keys' weighted mean.",
             "Compute the effect from its definition: exclude key j before the softmax, recompute the output "
             "from the other keys, subtract the full output, then project with W_o.",
-            "exclusion", shows(_full_weight_formula, tags=["full-weight"]),
+            "exclusion", shows_on_every(_full_weight_formula),
+        ),
+        DiagnosisSpec(
+            "exclusions_accumulate", "Each exclusion stays for the next key",
+            "Key j's effect is that of excluding keys 0 to j together: the exclusions accumulate. That "
+            "is what one scores array does when each key's score is set to -inf in it and never put back "
+            "(excluded = scores makes no copy), so the last key's effect is the output with no key at all.",
+            "Start each key from the full scores: excluded = scores.copy(); excluded[j] = -np.inf; or "
+            "drop key j with np.delete, which returns a new array.",
+            "exclusion",
+            matches_model(_accumulated_exclusions,
+                          lambda q, k, v, w: _accumulated_exclusions(q, k, v, w, empty="nan")),
         ),
         DiagnosisSpec(
             "exclusion_missing_scale", "No 1/sqrt(d) scaling",

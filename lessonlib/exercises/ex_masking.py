@@ -21,6 +21,7 @@ from lessonlib.exercises.spec import (
     matches_model,
     numbered,
     shows,
+    wrong_only_on,
 )
 from lessonlib.exercises.spec import matches_model as _matches
 from lessonlib.masks import causal_mask as _reference_causal_mask
@@ -46,26 +47,37 @@ def _empty_rows(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     return ~_full(scores, allowed).any(axis=-1)
 
 
-def _zeroed_after(scores, allowed):
-    return softmax(scores) * allowed  # probabilities of disallowed keys set to zero afterwards
+def _zeroed_after_models():
+    """Probabilities of disallowed keys set to zero after an ordinary softmax: with its maximum
+    subtracted, or without (a row whose disallowed score overflows is NaN, by * or by np.where)."""
+
+    def stable(scores, allowed):
+        return softmax(scores) * allowed
+
+    def unstable(scores, allowed, where: bool):
+        e = np.exp(scores)
+        p = e / e.sum(axis=-1, keepdims=True)
+        return np.where(allowed, p, 0.0) if where else p * allowed
+
+    return stable, lambda s, a: unstable(s, a, False), lambda s, a: unstable(s, a, True)
 
 
-def _rows_sum_below_one(case: Case, got, expected) -> bool:
-    scores, allowed = case.args
-    full = _full(scores, allowed)
-    live = full.any(axis=-1)  # rows with an allowed key
-    if not live.any() or not np.all(np.isfinite(got)):
-        return False
-    masked_zero = np.all(np.abs(got[~full]) < 1e-12)
-    sums = got.sum(axis=-1)[live]  # an all-zero row is some other mistake
-    if live.sum() > 1 and abs(float(got.sum()) - 1.0) < 1e-6:
-        return False  # the whole array sums to one: normalised over every row at once, not zeroed after
-    return bool(masked_zero and np.all(sums > 0) and np.any(sums < 1 - 1e-6))
+def _renormalised_after_models():
+    """Zeroed after the softmax, then renormalised: 0 / 0 (a dominant disallowed score) left as NaN, or guarded to 0."""
 
+    def kept(scores, allowed):
+        return softmax(scores) * allowed
 
-def _renormalised_after(scores, allowed):
-    kept = softmax(scores) * allowed
-    return kept / kept.sum(axis=-1, keepdims=True)
+    def nan(scores, allowed):
+        p = kept(scores, allowed)
+        return p / p.sum(axis=-1, keepdims=True)
+
+    def guarded(scores, allowed):
+        p = kept(scores, allowed)
+        total = p.sum(axis=-1, keepdims=True)
+        return np.divide(p, total, out=np.zeros_like(p), where=total > 0)
+
+    return nan, guarded
 
 
 def _whole_array_models():
@@ -83,6 +95,25 @@ def _whole_array_models():
         return e / e.sum()
 
     return whole, whole_sum
+
+
+def _wrong_axis_models():
+    """The masked softmax taken down a column: over axis 0 or axis -2 instead of the keys, a column
+    with no allowed key left as NaN or guarded to zeros."""
+
+    def over(axis: int, guard: bool):
+        def model(scores, allowed):
+            s = np.where(_full(scores, allowed), scores, -np.inf)
+            if s.ndim < 2 or axis % s.ndim == s.ndim - 1:
+                return None  # the key axis itself: this case cannot tell the mistake apart
+            top = s.max(axis=axis, keepdims=True)
+            e = np.exp(s - (np.where(np.isneginf(top), 0.0, top) if guard else top))
+            total = e.sum(axis=axis, keepdims=True)
+            return np.divide(e, total, out=np.zeros_like(e), where=total > 0) if guard else e / total
+
+        return model
+
+    return tuple(over(axis, guard) for axis in (0, -2) for guard in (True, False))
 
 
 def _scores_times_mask(scores, allowed):
@@ -176,16 +207,17 @@ MASKED_SOFTMAX_DIAGNOSES = (
         "Disallowed keys get zero, but the other weights of their row sum to less than one: the "
         "softmax ran over every key and the mask was applied to its probabilities afterwards.",
         "Exclude disallowed scores before normalising: replace them with -inf, then take the softmax.",
-        "zeroed-after",
-        any_of(_matches(_zeroed_after), shows(_rows_sum_below_one)),
+        "zeroed-after", _matches(*_zeroed_after_models()),
     ),
     DiagnosisSpec(
         "renormalised_after_softmax", "Zeroed after the softmax, then renormalised",
-        "When a disallowed score dominates its row, the answer gives NaN: its softmax put all the "
-        "weight on the disallowed key, the allowed weights underflowed to zero, and 0 / 0 is NaN.",
+        "When a disallowed score dominates its row, the answer gives NaN, or zeros where a guard "
+        "caught the 0 / 0: its softmax put all the weight on the disallowed key, the allowed weights "
+        "underflowed to zero, and renormalising them divides zero by zero. Everywhere else the answer "
+        "is right, as renormalising is on paper.",
         "Renormalising afterwards cannot recover weights that underflowed. Exclude the "
         "disallowed scores before the softmax instead.",
-        "renormalised-after", _matches(_renormalised_after, tags=["dominant-masked"]),
+        "renormalised-after", _matches(*_renormalised_after_models(), tags=["dominant-masked"]),
     ),
     DiagnosisSpec(
         "normalised_over_whole_array", "Normalised over the whole array, not row by row",
@@ -194,6 +226,15 @@ MASKED_SOFTMAX_DIAGNOSES = (
         "Each row is a distribution of its own: take the maximum and the sum over the last axis with "
         "axis=-1, keepdims=True, so that they broadcast back against the row.",
         "zeroed-after", _matches(*_whole_array_models()),
+    ),
+    DiagnosisSpec(
+        "normalised_over_wrong_axis", "Normalised down the columns, not along the rows",
+        "The weights of each column sum to one (or zero), not those of each row: the softmax's "
+        "maximum and sum ran over axis 0 or axis -2, the queries or the batch, instead of the keys. "
+        "For one row of scores axis 0 is the key axis, so the mistake shows only on arrays of rows.",
+        "Take the maximum and the sum over the last axis, axis=-1 with keepdims=True: each row is one "
+        "query's distribution over the keys.",
+        "second-fixture", _matches(*_wrong_axis_models()),
     ),
     DiagnosisSpec(
         "scores_times_mask", "Scores multiplied by the mask",
@@ -666,13 +707,14 @@ PADDING_MASK = Exercise(
 
 # --- leaks_future: the causality test, for a step that decodes with a cache ---------------------
 
-LEAKING_MASKS = frozenset({"none", "inverted", "next", "last", "early"})
+LEAKING_MASKS = frozenset({"none", "inverted", "next", "last", "early", "faint"})
 _LAYER_TEXT = {
     "causal": "a causal layer", "causal-rounding": "a causal layer whose outputs carry rounding noise",
     "none": "a layer with no mask", "inverted": "a layer with an inverted causal mask",
     "next": "a layer whose mask is off by one (it sees the next token)",
     "last": "a causal layer that also lets every position see the last one",
     "early": "a causal layer that lets its first returned position see the one after it",
+    "faint": "a causal layer whose outputs feel the next input faintly (a thousandth of it)",
 }
 
 
@@ -740,6 +782,20 @@ def _compare_exactly(layer: str, length: int, n_queries: int, d_model: int) -> b
     return False
 
 
+def _changes_accumulate(layer: str, length: int, n_queries: int, d_model: int) -> bool:
+    """The perturbed input is the input itself (changed = x), so each change stays for the next t,
+    compared with the outputs of the untouched input."""
+    fn = build_probe(layer)
+    x = _probe_input(length, d_model)
+    first = length - n_queries
+    base = fn(x)
+    for t in range(first + 1, length):
+        x[t] += 1.0  # what changed[t] += 1 does when changed is x
+        if not np.allclose(fn(x)[:t - first], base[:t - first]):
+            return True
+    return False
+
+
 def _always(answer: bool, tag: str, expected: bool):
     """Detect an answer that returns ``answer`` on every case tagged ``tag`` (whose truth is ``expected``)."""
 
@@ -750,6 +806,15 @@ def _always(answer: bool, tag: str, expected: bool):
         return [r.case.id for r in tagged if not r.passed]
 
     return detect
+
+
+def _whole_output_compared(records: Sequence[Record]) -> list[str]:
+    """Every layer called leaky, a causal one and one that returns only its newest position included:
+    a change at t always moves the output at t and after it, which a comparison of every row sees."""
+    one_step = [r for r in records if "one-step" in r.case.tags]
+    if not one_step or any(r.got is not True for r in one_step):
+        return []
+    return _always(True, "causal", False)(records)
 
 
 def _causal_cache_called_leaky(records: Sequence[Record]) -> list[str]:
@@ -773,6 +838,8 @@ def leaks_future_public() -> list[Case]:
         _layer_case("early", 14, 7, 3, 6),
         _layer_case("last", 15, 5, 5, 4),
         _layer_case("none", 17, 6, 1, 4),
+        _layer_case("causal", 18, 6, 2, 4),
+        _layer_case("faint", 19, 7, 4, 4),
     ])
 
 
@@ -780,7 +847,7 @@ def leaks_future_public() -> list[Case]:
 # others the last four of eight. Square and cache steps both hold causal and leaky layers.
 HIDDEN_LAYERS = (
     ("causal", 7, 7), ("none", 7, 7), ("causal", 8, 4), ("causal-rounding", 8, 4), ("none", 8, 4),
-    ("inverted", 8, 4), ("next", 8, 4), ("last", 8, 4), ("early", 8, 4),
+    ("inverted", 8, 4), ("next", 8, 4), ("last", 8, 4), ("early", 8, 4), ("faint", 8, 4),
 )
 
 
@@ -822,11 +889,31 @@ LEAKS_FUTURE = Exercise(
         ),
         DiagnosisSpec(
             "compares_last_output", "The last output is compared",
-            "The answer calls every layer leaky, causal ones included: the output at the last position "
-            "may depend on every input, so a change there proves nothing.",
+            "The answer calls every layer leaky, causal ones included, even a step that returns only its "
+            "newest position: the outputs at t and after it may depend on the input at t, so comparing "
+            "them (the last one included) after a change at t proves nothing.",
             "After changing the input at position t, compare only the outputs at positions before t. "
             "Those are the ones a causal layer must keep fixed.",
-            "causality-test", _always(True, "causal", False),
+            "causality-test", _whole_output_compared,
+        ),
+        DiagnosisSpec(
+            "perturbations_accumulate", "Each change stays in the input",
+            "Causal steps that return three or more positions are called leaky, and every other layer is "
+            "right. That is what changing the input itself does (changed = x makes no copy: changed[t] "
+            "+= 1 changes x too): the change at t is still there when t + 1 is tried, so the row at t "
+            "differs from the untouched output, although nothing later reached it.",
+            "Copy before each change: changed = x.copy(); changed[t] += 1; compare layer(changed) with "
+            "layer(x) on the rows before t.",
+            "causality-test", matches_model(_changes_accumulate),
+        ),
+        DiagnosisSpec(
+            "leak_tolerance_too_loose", "A tolerance that hides a faint leak",
+            "Every layer is right but those whose earlier outputs feel a later input faintly (a "
+            "thousandth of it), called causal: their outputs move by about 1e-3, and the answer's "
+            "tolerance is as large as that. A leak of any size breaks causality; rounding moves "
+            "outputs by about 1e-16, so a tolerance only has to be above that.",
+            "Compare with np.allclose's defaults, or np.abs(a - b).max() > 1e-9.",
+            "causality-test", wrong_only_on("faint", False),
         ),
         DiagnosisSpec(
             "exact_float_equality", "Outputs compared for exact equality",
@@ -835,15 +922,17 @@ LEAKS_FUTURE = Exercise(
             "np.array_equal) counts that as a leak.",
             "Compare with a tolerance: np.allclose(a, b), or np.abs(a - b).max() > 1e-9. A real leak "
             "moves the outputs by far more than rounding does.",
-            "causality-test", matches_model(_compare_exactly, tags=["causal-rounding"]),
+            "causality-test", matches_model(_compare_exactly),
         ),
         DiagnosisSpec(
             "input_changed_in_place", "No change is ever seen",
             "The answer finds no leak even in a layer with no mask at all, where every output depends on "
-            "every input. The usual cause: the perturbed input is the same array as the original "
-            "(changed = x; changed[t] += 1 also changes x), so both calls see the same numbers.",
-            "Make a copy before changing it: changed = x.copy(). Compute the outputs of x and of the "
-            "copy, then compare.",
+            "every input: no change it makes ever reaches a compared output. Three ways to get there: the "
+            "perturbed input is the same array as the original and both calls come after the change "
+            "(changed = x; changed[t] += 1 also changes x), the change is too small to see, or it is made "
+            "only at positions before every returned output.",
+            "Make a copy before changing it (changed = x.copy()), change each position t after the first "
+            "returned one by a clear amount (+1), and compare the outputs of x and of the copy.",
             "causality-test", _always(False, "leaks", True),
         ),
     ),
@@ -876,6 +965,7 @@ def mask_polarity_public() -> list[Case]:
         _attention_case("attend", 60.0, "float64", "uniform"),
         _attention_case("blocked", 1.0, "float16", "uniform"),
         _attention_case("additive", 60.0, "float32", "nan"),
+        _attention_case("blocked", 1.0, "float64", "nan"),
     ])
 
 
@@ -919,10 +1009,30 @@ def _empty_row_reading(probe_value: float, nan_only: bool, three_way: bool):
     return read
 
 
+def _ones_row_then_probe(nan_only: bool):
+    """"blocked" when a row of ones comes back empty (NaN, or zeros), else a probe of 0 and 1.0:
+    "additive" when both keys keep weight, "attend" when only the key marked 1.0 does."""
+
+    def read(attention_fn: str) -> str:
+        fn = build_probe(attention_fn)
+
+        def weights(mask: list[float]) -> np.ndarray:
+            out = fn(np.zeros((1, 1, 2)), np.zeros((1, 2, 2)), np.eye(2)[None], np.array([mask]))
+            return np.asarray(out, dtype=float)[0, 0]  # (2,): one query's weights
+
+        row = weights([1.0, 1.0])
+        if np.isnan(row).any() or (not nan_only and np.allclose(row, 0.0)):
+            return "blocked"
+        w = np.nan_to_num(weights([0.0, 1.0]))
+        return "additive" if (w > 1e-6).all() else "attend"
+
+    return read
+
+
 EMPTY_ROW_READINGS = tuple(
     _empty_row_reading(v, nan_only, three_way)
     for v, three_way in ((0.0, False), (1.0, False), (0.0, True)) for nan_only in (False, True)
-)
+) + tuple(_ones_row_then_probe(nan_only) for nan_only in (False, True))
 
 
 def _sharp_only(records: Sequence[Record]) -> list[str]:

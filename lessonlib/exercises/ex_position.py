@@ -20,6 +20,8 @@ from lessonlib.exercises.spec import (
     matches_model,
     numbered,
     shows,
+    shows_on_every,
+    wrong_only_on,
 )
 from lessonlib.position import rope as _reference_rope
 from lessonlib.position import sinusoidal_positions as _reference_sinusoidal
@@ -116,7 +118,7 @@ SINUSOIDAL_POSITIONS = Exercise(
             "Pair i (columns 2i and 2i+1) shares one angle, pos / 10000^(2i/d); "
             "np.arange(0, d, 2) already gives the 2i.",
             "sinusoidal",
-            any_of(matches_model(*_wrong_frequency_models()), shows(_first_pair_right_rest_wrong)),
+            any_of(matches_model(*_wrong_frequency_models()), shows_on_every(_first_pair_right_rest_wrong)),
         ),
         DiagnosisSpec(
             "positions_from_one", "Positions counted from 1",
@@ -146,6 +148,12 @@ def _rope_with(x: np.ndarray, positions: np.ndarray, freq=_CORRECT_FREQ, sign: f
     out[..., 0::2] = first * cos - second * sin
     out[..., 1::2] = first * sin + second * cos
     return out
+
+
+def _rope_halves_out(x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The interleaved pairs rotated right, then written back side by side: every first, then every second."""
+    rotated = _reference_rope(x, positions)  # (..., n, d)
+    return np.concatenate([rotated[..., 0::2], rotated[..., 1::2]], axis=-1)
 
 
 def rope_public() -> list[Case]:
@@ -211,6 +219,15 @@ APPLY_ROPE = Exercise(
             "Use the positions as given; do not add one.",
             "rope", matches_model(lambda x, p: _rope_with(x, np.asarray(p) + 1)),
         ),
+        DiagnosisSpec(
+            "rope_output_in_halves", "Rotated pairs written back in halves",
+            "Each interleaved pair (2i, 2i+1) is rotated by the right angle, but the results come back "
+            "as all the first coordinates, then all the second ones: the strided split x[..., 0::2], "
+            "x[..., 1::2] was joined back with a concatenation, which lays them out side by side.",
+            "Write each rotated coordinate back where it came from: out[..., 0::2] = ... and "
+            "out[..., 1::2] = ... into out = np.empty_like(x).",
+            "rope", matches_model(_rope_halves_out),
+        ),
     ),
     stub_hint="rotate each interleaved pair of coordinates by its own angle",
 )
@@ -230,6 +247,7 @@ _ORDER_TEXT = {
     "causal": "two-head self-attention with a causal mask and no position",
     "rope": "two-head self-attention with RoPE on queries and keys",
     "distance": "two-head self-attention with the bias -|i - j| / 2 on its scores",
+    "faint": "two-head self-attention with a faint bias, -|i - j| / 1000, on its scores",
 }
 ORDER_BLIND = frozenset({"plain", "rowwise"})
 
@@ -293,12 +311,13 @@ def _exact_not_unpermuted(detect: DetectFn) -> DetectFn:
 
 
 def _reversal_only(records: Sequence[Record]) -> list[str]:
-    """The layer with a symmetric distance bias called order-blind, every other layer right: reversing
-    the tokens keeps every distance |i - j|, so a test that only reverses cannot see that bias."""
-    distance = [r for r in records if "distance" in r.case.tags]
-    if not distance or any(r.got is not False for r in distance):
+    """The layers with a symmetric distance bias (strong or faint) called order-blind, every other
+    layer right: reversing the tokens keeps every distance |i - j|, so a test that only reverses
+    cannot see such a bias, however strong."""
+    distance = [r for r in records if r.case.tags & {"distance", "faint"}]
+    if not any("distance" in r.case.tags for r in distance) or any(r.got is not False for r in distance):
         return []
-    if not all(r.passed for r in records if "distance" not in r.case.tags):
+    if not all(r.passed for r in records if not r.case.tags & {"distance", "faint"}):
         return []
     return [r.case.id for r in distance]
 
@@ -319,6 +338,7 @@ def order_public() -> list[Case]:
         _order_case("causal", 34, 2, 4, 4),
         _order_case("rope", 35, 3, 6, 4),
         _order_case("distance", 36, 2, 5, 4),
+        _order_case("faint", 37, 2, 6, 4),
     ])
 
 
@@ -330,7 +350,7 @@ def order_hidden(rng: np.random.Generator) -> list[Case]:
 
     Every seed draws the same kinds and shape; only the layers' weights, x and the order differ.
     """
-    kinds = ["plain", "rowwise", "learned", "sinusoidal", "causal", "rope", "distance", "plain"]
+    kinds = ["plain", "rowwise", "learned", "sinusoidal", "causal", "rope", "distance", "faint", "plain"]
     return [_order_case(str(k), int(rng.integers(1000, 10**6)), *HIDDEN_ORDER_SHAPE) for k in rng.permutation(kinds)]
 
 
@@ -379,6 +399,16 @@ IS_ORDER_SENSITIVE = Exercise(
             "Try several permutations, at least one that is not a reversal: np.roll(np.arange(n), 1), or "
             "random ones.",
             "permutation", _reversal_only,
+        ),
+        DiagnosisSpec(
+            "order_tolerance_too_loose", "A tolerance that hides a faint effect",
+            "Every layer is right but those whose position bias is faint (-|i - j| / 1000), called "
+            "order-blind: after a permutation their outputs move by about 1e-3, and the answer's "
+            "tolerance is as large as that. Rounding moves outputs by about 1e-16; a tolerance only has "
+            "to be above rounding, not above every effect too small to matter to you.",
+            "Compare with np.allclose's defaults (or a tolerance near 1e-9): np.allclose(layer(x[:, p]), "
+            "layer(x)[:, p]).",
+            "permutation", wrong_only_on("faint", False),
         ),
     ),
     stub_hint="does reordering the tokens change more than the order of the outputs?",
@@ -555,6 +585,24 @@ def _other_head(case: Case, got, expected) -> bool:
     )
 
 
+def _alibi_over_queries_models():
+    """The causal softmax of the biased scores taken down each column (over the queries), a column
+    with no allowed query left as NaN or guarded to zeros."""
+
+    def over(guard: bool):
+        def model(scores, head, n_heads):
+            distance = _distances(*scores.shape)  # (L, S)
+            s = np.where(distance >= 0, scores - _slope(head, n_heads) * distance, -np.inf)
+            top = s.max(axis=0, keepdims=True)
+            e = np.exp(s - (np.where(np.isneginf(top), 0.0, top) if guard else top))
+            total = e.sum(axis=0, keepdims=True)
+            return np.divide(e, total, out=np.zeros_like(e), where=total > 0) if guard else e / total
+
+        return model
+
+    return over(True), over(False)
+
+
 def _alibi_case(scores: np.ndarray, head: int, n_heads: int) -> Case:
     q, k = scores.shape
     return Case("", f"{q} quer{'y' if q == 1 else 'ies'} at the end of {k} keys, head {head} of {n_heads}",
@@ -645,7 +693,7 @@ ALIBI_WEIGHTS = Exercise(
                     lambda s, h, n: _alibi_with(s, h, n, slope=2.0 ** (-8.0 * (h + 2) / n)),  # one head further
                     lambda s, h, n: _alibi_with(s, h, n, slope=2.0 ** (-8.0 * (n - h) / n)),  # heads reversed
                 ),
-                shows(_other_head),
+                shows_on_every(_other_head),
             ),
         ),
         DiagnosisSpec(
@@ -668,6 +716,14 @@ ALIBI_WEIGHTS = Exercise(
             "The bias must differ from key to key: -m_h (i - j), or equivalently under the causal mask "
             "+m_h * j, with j the key position.",
             "alibi", matches_model(lambda s, h, n: _causal_softmax(s, _distances(*s.shape))),
+        ),
+        DiagnosisSpec(
+            "alibi_over_queries", "Softmax down the columns",
+            "The weights of each key's column sum to one (or zero) instead of each query's row: the "
+            "softmax's maximum and sum ran over axis 0, the queries. A query's weights must be a "
+            "distribution over the keys it may see.",
+            "Take the maximum and the sum of each row: axis=-1, keepdims=True.",
+            "alibi", matches_model(*_alibi_over_queries_models()),
         ),
         DiagnosisSpec(
             "alibi_no_causal_mask", "No causal mask",
@@ -698,13 +754,19 @@ def t5_bucket_reference(distance: np.ndarray, n_buckets: int, max_distance: int)
                                     max_distance=max_distance)
 
 
-def _t5_log_part(distance, n_buckets, max_distance, *, exact=None, rounding=np.floor, clip=True, log_range=None):
+def _t5_log_part(distance, n_buckets, max_distance, *, exact=None, rounding=np.floor, clip=True, log_range=None,
+                 origin=None, last_from=None):
+    """The buckets with one chosen slip: rounding, no clip, the log's range or origin, or the last
+    bucket given only from ``last_from`` on (clipping nothing below it)."""
     d = np.asarray(distance)
     exact = n_buckets // 2 if exact is None else exact
     log_range = max_distance / exact if log_range is None else log_range
-    log = exact + rounding(np.log(np.maximum(d, 1) / exact) / np.log(log_range) * (n_buckets - exact))
+    origin = exact if origin is None else origin
+    log = exact + rounding(np.log(np.maximum(d, 1) / origin) / np.log(log_range) * (n_buckets - exact))
     log = log.astype(d.dtype)
-    if clip:
+    if last_from is not None:
+        log = np.where(d >= last_from, n_buckets - 1, log)
+    elif clip:
         log = np.minimum(log, n_buckets - 1)
     return np.where(d < exact, d, log)
 
@@ -735,11 +797,12 @@ def _rounded_up(n_buckets: int, max_distance: int) -> int:
 
 def t5_bucket_hidden(rng: np.random.Generator) -> list[Case]:
     """Every seed holds, in each case and at places drawn from it: 0, the last exact distance, the
-    first log-spaced one, one that rounding moves up a bucket and one past max_distance."""
+    first log-spaced one, one that rounding moves up a bucket, max_distance itself and one past it."""
     cases = []
     for n_buckets, max_distance in T5_HIDDEN:
         d = rng.integers(0, 3 * max_distance, size=12)
-        d[:5] = [0, n_buckets // 2 - 1, n_buckets // 2, _rounded_up(n_buckets, max_distance), 2 * max_distance]
+        d[:6] = [0, n_buckets // 2 - 1, n_buckets // 2, _rounded_up(n_buckets, max_distance), max_distance,
+                 2 * max_distance]
         cases.append(_t5_case(d[rng.permutation(d.size)], n_buckets, max_distance, "12 distances"))
     return cases
 
@@ -782,19 +845,24 @@ T5_BUCKET = Exercise(
         ),
         DiagnosisSpec(
             "bucket_not_clipped", "Far distances beyond the last bucket",
-            "Distances past max_distance get bucket numbers of n_buckets or more: the last bucket is "
-            "meant to hold every distance from about max_distance on.",
+            "Distances from max_distance on get bucket numbers of n_buckets or more (at max_distance "
+            "itself the log-spaced part reaches n_buckets exactly, so a last bucket given only past "
+            "max_distance misses it): the last bucket holds every distance from max_distance on.",
             "Clip the log-spaced bucket: np.minimum(bucket, n_buckets - 1).",
-            "t5-buckets", matches_model(lambda d, n, m: _t5_log_part(d, n, m, clip=False)),
+            "t5-buckets",
+            matches_model(lambda d, n, m: _t5_log_part(d, n, m, clip=False),
+                          lambda d, n, m: _t5_log_part(d, n, m, last_from=m + 1)),
         ),
         DiagnosisSpec(
             "bucket_log_range", "The log scale measured from distance 1",
-            "The log-spaced part divides by log(max_distance) instead of log(max_distance / exact): it "
-            "treats the scale as starting at distance 1, while it starts where the exact buckets end, "
-            "at d = n_buckets // 2. The buckets then fill too slowly.",
+            "The log-spaced part divides by log(max_distance) instead of log(max_distance / exact) (and "
+            "maybe takes log(d) for log(d / exact)): it measures the scale from distance 1, while it "
+            "starts where the exact buckets end, at d = n_buckets // 2. The buckets then fill too slowly.",
             "The log part is exact + log(d / exact) / log(max_distance / exact) * (n_buckets - exact), "
             "with exact = n_buckets // 2.",
-            "t5-buckets", matches_model(lambda d, n, m: _t5_log_part(d, n, m, log_range=m)),
+            "t5-buckets",
+            matches_model(lambda d, n, m: _t5_log_part(d, n, m, log_range=m),
+                          lambda d, n, m: _t5_log_part(d, n, m, log_range=m, origin=1)),
         ),
     ),
     stub_hint="bucket d below n_buckets // 2, then log-spaced buckets up to max_distance (rounded down), then the last",

@@ -16,6 +16,7 @@ from lessonlib.exercises.spec import (
     TupleOutput,
     any_of,
     close,
+    fails_only_on,
     matches_model,
     numbered,
     overflows_only_on,
@@ -77,6 +78,11 @@ def _softmax_over_queries(q, k, v):
 def _softmax_over_axis_one(q, k, v):
     """axis=1: the key axis of one (L, S) matrix, the query axis once a batch axis comes first."""
     return _attend(q, k, v, scale=1.0 / math.sqrt(k.shape[-1]), axis=1)
+
+
+def _softmax_over_axis_zero(q, k, v):
+    """axis=0: the query axis of one (L, S) matrix, the batch axis once a batch axis comes first."""
+    return _attend(q, k, v, scale=1.0 / math.sqrt(k.shape[-1]), axis=0)
 
 
 def _weights_transposed(case: Case, got, expected) -> bool:
@@ -169,20 +175,23 @@ DIAGNOSES = (
         "scaling", matches_model(*_value_width_models()),
     ),
     DiagnosisSpec(
-        "softmax_over_queries", "Softmax over the query axis",
-        "Each column of weights sums to one instead of each row: the softmax ran over the queries "
-        "(axis -2), so a query's weights are not a distribution over keys. With axis=1 this happens "
-        "only once a batch axis comes first: axis 1 is the key axis of an (L, S) matrix, the query "
-        "axis of a (B, L, S) one.",
-        "Normalise over the keys, the last axis: axis=-1 with keepdims=True.",
-        "fixture", matches_model(_softmax_over_queries, _softmax_over_axis_one),
+        "softmax_over_queries", "Softmax over another axis than the keys",
+        "The weights sum to one along another axis than the keys': the softmax ran over the queries "
+        "(axis -2), or over a fixed axis number that is the right one only for some shapes. Axis 1 is "
+        "the key axis of an (L, S) matrix but the query axis of a (B, L, S) one; axis 0 is the query "
+        "axis of an (L, S) matrix but the batch axis of a (B, L, S) one. Either way a query's weights "
+        "are not a distribution over the keys.",
+        "Normalise over the keys, the last axis: axis=-1 with keepdims=True, whatever the shape.",
+        "fixture", matches_model(_softmax_over_queries, _softmax_over_axis_one, _softmax_over_axis_zero),
     ),
     DiagnosisSpec(
         "no_max_subtraction", "Softmax without subtracting the maximum",
-        "On large scores the answer returns NaN or inf: exp(800) overflows, and inf / inf is NaN.",
+        "Only the case with large scores goes wrong: exp(800) overflows to inf, and inf / inf is NaN. "
+        "The answer returns NaN or inf there, or the numbers that replaced them (a guard such as "
+        "np.nan_to_num hides the overflow, it does not undo it).",
         "Subtract each row's maximum score before exp: softmax does not change when a constant is "
         "added to every score of a row, and the largest exponent becomes exp(0) = 1.",
-        "shift-invariance", overflows_only_on("large-scores"),
+        "shift-invariance", any_of(overflows_only_on("large-scores"), fails_only_on("large-scores")),
     ),
     DiagnosisSpec(
         "weights_transposed", "Weights returned transposed",
@@ -256,33 +265,29 @@ Q1_CONTEXT = Exercise(
 )
 
 
-# --- heads_by_slices: multi-head attention as separate heads on column slices --------------------
+# --- heads_by_slices: multi-head attention, every head at once, head h on its block of columns ------
 
 
-def _softmax_last(s: np.ndarray) -> np.ndarray:
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _heads(x, w_q, w_k, w_v, w_o, n_heads, *, columns="blocks", scale_width="head", project=True):
-    """Multi-head self-attention with one chosen slip: how the columns are split, the scale, W_o."""
+def _heads(x, w_q, w_k, w_v, w_o, n_heads, *, columns="blocks", join=None, scale_width="head", project=True,
+           axis=-1):
+    """Multi-head self-attention with one chosen slip: how the columns are split (``columns``) and
+    put back (``join``, by default where they came from), the scale, W_o, the softmax's axis."""
     width = w_q.shape[1]
     d_head = width // n_heads
     q, k, v = x @ w_q, x @ w_k, x @ w_v  # (n, H * d_head) each
-    if columns == "none":
-        groups = [np.arange(width)]
-    elif columns == "strided":
-        groups = [np.arange(h, width, n_heads) for h in range(n_heads)]  # every H-th column
-    else:
-        groups = [np.arange(h * d_head, (h + 1) * d_head) for h in range(n_heads)]
+    blocks = [np.arange(h * d_head, (h + 1) * d_head) for h in range(n_heads)]
+    strided = [np.arange(h, width, n_heads) for h in range(n_heads)]  # every H-th column
+    groups = {"none": [np.arange(width)], "strided": strided, "blocks": blocks}[columns]
     outs = []
     for cols in groups:
         d = {"head": len(cols), "model": width, "none": 1}[scale_width]
-        w = _softmax_last(q[:, cols] @ k[:, cols].T / math.sqrt(d))  # (n, n)
-        outs.append(w @ v[:, cols])  # (n, d_head)
-    concat = np.concatenate(outs, axis=-1)  # (n, H * d_head), columns back in the order of the groups
-    if columns == "strided":
-        concat = concat[:, np.argsort(np.concatenate(groups))]
+        s = q[:, cols] @ k[:, cols].T / math.sqrt(d)  # (n, n)
+        e = np.exp(s - s.max(axis=axis, keepdims=True))
+        outs.append(e / e.sum(axis=axis, keepdims=True) @ v[:, cols])  # (n, d_head)
+    concat = np.empty((x.shape[0], width))  # (n, H * d_head)
+    places = groups if join is None else {"blocks": blocks, "strided": strided}[join]
+    for out, cols in zip(outs, places):
+        concat[:, cols] = out
     return concat @ w_o if project else concat
 
 
@@ -339,13 +344,25 @@ HEADS_BY_SLICES = Exercise(
             "multi-head", matches_model(lambda *a: _heads(*a, columns="none", scale_width="model")),
         ),
         DiagnosisSpec(
-            "heads_split_strided", "Heads taken as every H-th column",
-            "Each head took every n_heads-th column (h, h + H, h + 2H, ...) instead of a block of "
-            "d_head neighbouring columns. That is what reshaping to (n, d_head, H) instead of "
-            "(n, H, d_head) does: the columns of one head are interleaved with the others'.",
-            "Reshape Q to (n, n_heads, d_head), so that head h holds columns h * d_head .. "
-            "(h + 1) * d_head - 1; or slice those columns directly.",
-            "multi-head", matches_model(lambda *a: _heads(*a, columns="strided")),
+            "heads_split_strided", "Heads split or joined as every H-th column",
+            "A head's columns were taken, or put back, as every n_heads-th column (h, h + H, h + 2H, ...) "
+            "instead of a block of d_head neighbouring ones. That is what the axes (n, d_head, H) do where "
+            "(n, H, d_head) was meant: in the split, the columns of one head are interleaved with the "
+            "others'; in the join, each head's outputs land in the other heads' places.",
+            "Reshape Q to (n, n_heads, d_head) and transpose to (n_heads, n, d_head); on the way back, "
+            "transpose to (n, n_heads, d_head) before reshaping to (n, n_heads * d_head).",
+            "multi-head",
+            matches_model(lambda *a: _heads(*a, columns="strided"),
+                          lambda *a: _heads(*a, columns="strided", join="blocks"),
+                          lambda *a: _heads(*a, join="strided")),
+        ),
+        DiagnosisSpec(
+            "heads_softmax_over_queries", "Each head's softmax over the queries",
+            "In each head the weights of a key's column sum to one, not those of a query's row: the "
+            "softmax ran over axis -2 (or axis 1 of the (H, n, n) scores). A query's weights must be a "
+            "distribution over the keys.",
+            "Take the softmax over the last axis of the (H, n, n) scores: axis=-1, keepdims=True.",
+            "multi-head", matches_model(lambda *a: _heads(*a, axis=0)),
         ),
         DiagnosisSpec(
             "heads_scaled_by_width", "Each head scaled by the full width",
@@ -371,14 +388,15 @@ HEADS_BY_SLICES = Exercise(
                          and got.shape != expected.shape)),
         ),
     ),
-    stub_hint="split the columns of Q, K and V into n_heads blocks, attend in each, concatenate, then @ w_o",
+    stub_hint="reshape Q, K and V to (n_heads, n, d_head), attend in every head at once, join back, then @ w_o",
 )
 
 
-# --- saturated_share: how many queries put nearly all their weight on one key ------------------------
+# --- saturated_share: how many queries the 1/sqrt(d_k) scaling rescues from saturation -----------------
 
 
 def _max_weights(query: np.ndarray, key: np.ndarray, scale: float | None = None, axis: int = -1) -> np.ndarray:
+    """(L,) each query's largest softmax weight over the keys, of q.k times ``scale`` (1/sqrt(d_k) by default)."""
     scale = 1.0 / math.sqrt(key.shape[-1]) if scale is None else scale
     s = query @ key.T * scale  # (L, S)
     e = np.exp(s - s.max(axis=axis, keepdims=True))
@@ -386,9 +404,18 @@ def _max_weights(query: np.ndarray, key: np.ndarray, scale: float | None = None,
     return w.max(axis=-1)  # (L,)
 
 
+def _rescued(query, key, threshold, *, axis: int = -1, strict: bool = False) -> np.ndarray:
+    """(L,) True where the raw largest weight reaches the threshold and the scaled one does not."""
+    raw, scaled = _max_weights(query, key, 1.0, axis), _max_weights(query, key, None, axis)
+    if strict:  # "more than" where "at least" was asked, in both comparisons
+        return (raw > threshold) & ~(scaled > threshold)
+    return (raw >= threshold) & (scaled < threshold)
+
+
 def saturated_reference(query: np.ndarray, key: np.ndarray, threshold: float) -> float:
-    """Share of queries whose largest scaled-softmax weight is at least ``threshold``."""
-    return float(np.mean(_max_weights(query, key) >= threshold))
+    """Share of queries whose largest raw-softmax weight is at least ``threshold`` and whose largest
+    scaled one (q.k / sqrt(d_k)) is below it."""
+    return float(np.mean(_rescued(query, key, threshold)))
 
 
 def _saturation_case(rng: np.random.Generator, n_q: int, n_k: int, d_k: int, spread: float, threshold: float) -> Case:
@@ -400,52 +427,65 @@ def _saturation_case(rng: np.random.Generator, n_q: int, n_k: int, d_k: int, spr
 
 def _saturation_cases(rng: np.random.Generator, shapes, *, separate: bool = True) -> list[Case]:
     """Cases drawn until no largest weight sits within 1e-3 of the threshold and (``separate``)
-    every wrong idea below gives another number than the right one: the same score on every seed."""
+    every wrong idea below but the strict comparison (which only an exact tie separates, see
+    :func:`_exactly_one_hot`) gives another number than the right one: the same score on every seed."""
     cases = []
     for n_q, n_k, d_k, spread, threshold in shapes:
         for _ in range(500):
             case = _saturation_case(rng, n_q, n_k, d_k, spread, threshold)
             q, k, t = case.args
-            tops = [_max_weights(q, k, scale=s) for s in (None, 1.0)] + [_max_weights(q, k, axis=0)]
+            tops = [_max_weights(q, k, scale=s, axis=a) for s in (None, 1.0) for a in (-1, 0)]
             if any(np.abs(m - t).min() <= 1e-3 for m in tops):
                 continue
             right = saturated_reference(q, k, t)
-            if not separate or all(not close(model(q, k, t), right) for model in _saturation_models()):
+            if not separate or all(not close(model(q, k, t), right) for model in _saturation_models()[:-1]):
                 break
         cases.append(case)
     return cases
 
 
+def _exactly_one_hot(d_k: int = 1024, n_q: int = 6, n_k: int = 5) -> Case:
+    """Raw scores whose top beats the rest by 900 or more: exp(-900) is 0, so the raw largest weight
+    is exactly 1.0, while the scaled one (a gap of 900 / 32) stays below 1.0. Threshold 1.0."""
+    key = np.zeros((n_k, d_k))
+    key[np.arange(n_k), np.arange(n_k)] = 30.0  # key j points along axis j
+    query = np.zeros((n_q, d_k))
+    query[np.arange(n_q), np.arange(n_q) % n_k] = 30.0 + np.arange(n_q)  # raw top score 900 and more
+    return Case("", f"{n_q} queries, {n_k} keys, d_k {d_k}: each raw largest weight is exactly 1.0; threshold 1.0",
+                (query, key, 1.0), frozenset({"boundary"}))
+
+
 def saturated_public() -> list[Case]:
     rng = np.random.default_rng(104)
-    return numbered(_saturation_cases(rng, ((24, 5, 16, 1.5, 0.9), (30, 6, 64, 1.0, 0.95), (20, 4, 4, 2.0, 0.8)),
-                                      separate=False))
+    cases = _saturation_cases(rng, ((24, 5, 16, 1.5, 0.9), (30, 6, 64, 1.0, 0.95), (20, 4, 4, 2.0, 0.8)),
+                              separate=False)
+    return numbered(cases + [_exactly_one_hot()])
 
 
-SATURATION_HIDDEN = ((40, 8, 32, 1.3, 0.9), (28, 5, 128, 1.1, 0.95), (36, 6, 8, 1.8, 0.85))
+SATURATION_HIDDEN = ((40, 8, 32, 1.8, 0.9), (28, 5, 128, 1.6, 0.95), (36, 6, 16, 2.0, 0.85))
 
 
 def saturated_hidden(rng: np.random.Generator) -> list[Case]:
-    return _saturation_cases(rng, SATURATION_HIDDEN)
+    return _saturation_cases(rng, SATURATION_HIDDEN) + [_exactly_one_hot(n_q=8, n_k=6)]
 
 
 def _saturation_models():
-    def unscaled(query, key, threshold):
+    def raw_only(query, key, threshold):
         return float(np.mean(_max_weights(query, key, scale=1.0) >= threshold))
 
     def over_queries(query, key, threshold):
-        return float(np.mean(_max_weights(query, key, axis=0) >= threshold))
+        return float(np.mean(_rescued(query, key, threshold, axis=0)))
 
     def count(query, key, threshold):
-        return int(np.sum(_max_weights(query, key) >= threshold))
+        return int(np.sum(_rescued(query, key, threshold)))
 
-    def mean_max(query, key, threshold):
-        return float(np.mean(_max_weights(query, key)))
+    def strict(query, key, threshold):
+        return float(np.mean(_rescued(query, key, threshold, strict=True)))
 
-    return unscaled, over_queries, count, mean_max
+    return raw_only, over_queries, count, strict
 
 
-_UNSCALED, _OVER_QUERIES, _COUNT, _MEAN_MAX = _saturation_models()
+_RAW_ONLY, _OVER_QUERIES, _COUNT, _STRICT_MODEL = _saturation_models()
 
 SATURATED_SHARE = Exercise(
     name="saturated_share",
@@ -458,11 +498,13 @@ SATURATED_SHARE = Exercise(
     hidden=saturated_hidden,
     diagnoses=(
         DiagnosisSpec(
-            "saturation_unscaled", "Measured on unscaled scores",
-            "The share is the one of the raw dot products q.k, before dividing by sqrt(d_k): it measures "
-            "the saturation attention would have without its scaling, which grows with d_k.",
-            "Divide the scores by sqrt(d_k) (d_k = key.shape[-1]) before the softmax, as attention does.",
-            "scaling", matches_model(_UNSCALED),
+            "saturation_unscaled", "Every query saturated without the scaling",
+            "The share is that of the queries whose raw largest weight reaches the threshold, whether "
+            "or not the scaled one does: the second condition, below the threshold after dividing by "
+            "sqrt(d_k), is missing.",
+            "Count a query when its raw largest weight is at least the threshold and its scaled one "
+            "(scores divided by sqrt(d_k), d_k = key.shape[-1]) is below it.",
+            "scaling", matches_model(_RAW_ONLY),
         ),
         DiagnosisSpec(
             "saturation_over_queries", "Softmax over the queries",
@@ -473,18 +515,19 @@ SATURATED_SHARE = Exercise(
         ),
         DiagnosisSpec(
             "saturation_count", "A count instead of a share",
-            "The answer is how many queries are saturated, not which share of them: a count grows with "
+            "The answer is how many queries are rescued, not which share of them: a count grows with "
             "the number of queries and cannot be compared between two inputs.",
-            "Divide by the number of queries: np.mean(max_weights >= threshold).",
+            "Divide by the number of queries: np.mean(rescued).",
             "scaling", matches_model(_COUNT),
         ),
         DiagnosisSpec(
-            "saturation_mean_weight", "The mean largest weight, not a share",
-            "The answer is the average of the largest weights; the question is which share of the "
-            "queries reach the threshold.",
-            "Compare each query's largest weight with the threshold, then take the mean of those True/False values.",
-            "scaling", matches_model(_MEAN_MAX),
+            "saturation_strict_threshold", "More than the threshold, where at least was asked",
+            "Only the case whose raw largest weights are exactly 1.0, with a threshold of 1.0, goes "
+            "wrong: the answer compares with > where 'at least' (>=) was asked, so a weight equal to the "
+            "threshold does not count as saturated.",
+            "At least is >=: raw_largest >= threshold, and below is <: scaled_largest < threshold.",
+            "scaling", matches_model(_STRICT_MODEL),
         ),
     ),
-    stub_hint="the softmax of each row of q.k / sqrt(d_k), its largest weight, and the share at or above threshold",
+    stub_hint="the largest softmax weight of each row, raw and scaled; count raw >= threshold > scaled",
 )

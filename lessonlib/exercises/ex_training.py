@@ -43,6 +43,14 @@ def _own_position_left_out(logits, logits_changed, targets, last_kept):
     return changed_reference(logits, logits_changed, targets, last_kept - 1)
 
 
+def _target_zero_skipped(logits, logits_changed, targets, last_kept):
+    """Positions scored where target > 0: every position whose target is token 0 left out."""
+    changed = logits.argmax(axis=-1) != logits_changed.argmax(axis=-1)  # (B, L)
+    kept = np.arange(logits.shape[1]) <= last_kept  # (L,)
+    counted = kept[None, :] & (targets > 0)
+    return _fraction(changed, counted) if counted.any() else None
+
+
 def _logits_for_predictions(logits, logits_changed, targets, last_kept):
     """A position counted as changed when any logit moved, although its argmax did not."""
     moved = np.any(logits != logits_changed, axis=-1)  # (B, L)
@@ -90,6 +98,8 @@ def _pair(rng: np.random.Generator, batch: int, length: int, vocab: int, unscore
     """Logits of two runs and the targets (B, L): at each position the second run's logits are the
     first's, shifted by a constant (the prediction stays) or rotated (the prediction moves)."""
     logits = rng.normal(size=(batch, length, vocab)) * float(rng.uniform(1.0, 3.0))  # (B, L, V)
+    zero = (0, unscored + 1)  # the one position whose target is token 0 (below): its prediction moves
+    logits[zero][0] = logits[zero].min() - 1.0  # and the first run does not predict token 0 there
     changed = logits.copy()  # (B, L, V)
     assert batch >= 2 and 0 < unscored < last_kept < length - 1
     # Which positions keep, shift or move their prediction is fixed by the sizes, so that each wrong
@@ -98,11 +108,22 @@ def _pair(rng: np.random.Generator, batch: int, length: int, vocab: int, unscore
     b_index, i_index = np.indices((batch, length))  # (B, L) each
     kinds = (b_index + i_index) % 3  # (B, L) 0 same, 1 shifted, 2 rotated
     kinds[:, :unscored] = kinds[:, last_kept:] = 2
+    kinds[zero] = 2
     for b, i in zip(*np.nonzero(kinds == 1)):
         changed[b, i] += float(rng.uniform(0.5, 2.0))  # every logit moves; the argmax stays
     for b, i in zip(*np.nonzero(kinds == 2)):
-        changed[b, i] = np.roll(changed[b, i], int(rng.integers(1, vocab)))  # the argmax moves
-    targets = rng.integers(0, vocab, size=(batch, length))  # (B, L)
+        shift = int(rng.integers(1, vocab))
+        if (b, i) == zero and (logits[zero].argmax() + shift) % vocab == 0:
+            shift = shift % (vocab - 1) + 1  # another shift: the second run does not predict token 0 either
+        changed[b, i] = np.roll(changed[b, i], shift)  # the argmax moves
+    # Targets that neither run predicts, so right-or-wrong never changes and the second run is always
+    # wrong: each idea that compares with the targets then gives one fraction on every draw. Exactly one
+    # target is token 0, at a position whose prediction moves and where neither run predicts token 0.
+    before, after = logits.argmax(axis=-1), changed.argmax(axis=-1)  # (B, L)
+    targets = np.full((batch, length), -1)  # (B, L)
+    for token in range(vocab - 1, 0, -1):  # the smallest token above 0 that neither run predicts
+        targets = np.where((token != before) & (token != after), token, targets)
+    targets[zero] = 0
     targets[:, :unscored] = -1  # the first positions have no target
     return logits, changed, targets, last_kept
 
@@ -161,6 +182,13 @@ CHANGED_PREDICTIONS = Exercise(
             "Count only positions 0 to last_kept, the ones whose inputs (the token there and every token "
             "before it) are the same in both runs.",
             "causality-test", matches_model(_changed_inputs_counted),
+        ),
+        DiagnosisSpec(
+            "target_zero_skipped", "Positions whose target is token 0 left out",
+            "The answer counts a position when its target is greater than 0, where 'scored' means 'not "
+            "-1', at least 0: every position whose target is token 0, a real token, is left out.",
+            "A position is scored when targets >= 0 (or targets != -1).",
+            "training-task", matches_model(_target_zero_skipped),
         ),
         DiagnosisSpec(
             "own_position_left_out", "Position last_kept left out",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from lessonlib.exercises.limits import Deadline
 from lessonlib.exercises.registry import get_exercise
 from lessonlib.exercises.results import (
     ERROR,
@@ -20,7 +21,16 @@ from lessonlib.exercises.results import (
     Diagnosis,
     FailedCase,
 )
-from lessonlib.exercises.runner import NOT_IMPLEMENTED, RAISED, RETURNED, Outcome, run_case
+from lessonlib.exercises.runner import (
+    NOT_IMPLEMENTED,
+    NOT_RUN,
+    RAISED,
+    RETURNED,
+    TIMED_OUT,
+    Outcome,
+    changed_arguments,
+    run_case,
+)
 from lessonlib.exercises.sections import SECTIONS
 from lessonlib.exercises.spec import Case, Exercise, Record
 
@@ -43,16 +53,39 @@ def _failure(exercise: Exercise, case: Case, outcome: Outcome, expected: object)
     if outcome.status == RAISED:
         return FailedCase(case.id, case.description, "raised", want, f"raised {outcome.error}",
                           "The answer raised an exception on these inputs.")
+    if outcome.status == TIMED_OUT:
+        return FailedCase(case.id, case.description, "timeout", want, f"nothing: it {outcome.error}",
+                          "The answer did not return: an endless loop?")
+    if outcome.status == NOT_RUN:
+        return FailedCase(case.id, case.description, "not_run", want, "not run",
+                          "An earlier case did not return, so this one was not started.")
     if outcome.status != RETURNED:
         return FailedCase(case.id, case.description, "wrong_type", want, "no value came back",
                           f"Unknown outcome status {outcome.status!r}.")
     if outcome.value is None:
         return FailedCase(case.id, case.description, "wrong_type", want, "no value came back", "")
     mismatch = exercise.output.compare(outcome.value, expected)
+    changed = [i for i in changed_arguments(outcome) if i not in exercise.may_change]
+    if changed:
+        return _changed_inputs(exercise, case, changed, mismatch, want)
     if mismatch is None:
         return None
     return FailedCase(case.id, case.description, mismatch.reason, mismatch.expected, mismatch.got,
                       mismatch.detail)
+
+
+def _changed_inputs(exercise: Exercise, case: Case, changed: list[int], mismatch, want: str) -> FailedCase:
+    """A case failed because the answer wrote into arrays it was given: the caller's data changed."""
+    names = exercise.parameters
+    named = ", ".join(f"`{names[i]}`" if i < len(names) else f"argument {i + 1}" for i in changed)
+    value = ("Its returned value is right." if mismatch is None
+             else f"Its returned value is wrong too: {mismatch.detail}")
+    return FailedCase(
+        case.id, case.description, "changed_input", want if mismatch is None else mismatch.expected,
+        f"it changed {named} in place" if mismatch is None else mismatch.got,
+        f"The answer wrote into {named}, an array it was given: whoever called it now holds other numbers "
+        f"than they passed in. Work on a copy (x = x.copy()) or build a new array (np.where, x / s instead "
+        f"of x /= s). {value}")
 
 
 def _records(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]) -> list[Record]:
@@ -155,7 +188,24 @@ def _judge(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome
     )
 
 
-def run_cases(answer: object, cases: Sequence[Case]) -> list[Outcome]:
-    """Run ``answer`` on every case in this process (what ``check`` does; a grader uses a worker)."""
-    return [run_case(answer, c.args, call=c.call, trace_memory=c.trace_memory) for c in cases]
+def run_cases(answer: object, cases: Sequence[Case], *, time_limit: float | None = None) -> list[Outcome]:
+    """Run ``answer`` on every case in this process (what ``check`` does; a grader uses a worker).
+
+    ``time_limit``: seconds each case may take (None: no limit). The first case past it reads
+    "timed_out" and the cases after it "not_run": one endless loop is waited for once, not per case.
+    """
+    outcomes: list[Outcome] = []
+    for case in cases:
+        if outcomes and outcomes[-1].status in (TIMED_OUT, NOT_RUN):
+            outcomes.append(Outcome(NOT_RUN))
+            continue
+        if time_limit is None:
+            outcomes.append(run_case(answer, case.args, call=case.call, trace_memory=case.trace_memory))
+            continue
+        with Deadline(time_limit) as deadline:
+            outcome = run_case(answer, case.args, call=case.call, trace_memory=case.trace_memory)
+        if deadline.passed:
+            outcome = Outcome(TIMED_OUT, error=f"did not return within {time_limit:g} s")
+        outcomes.append(outcome)
+    return outcomes
 

@@ -149,16 +149,19 @@ Q6_RUBRIC = (
 
 Q7_RUBRIC = (
     RubricItem(
-        "Reading the table",
+        "Reading the measurements",
         (
             "No mechanism chosen, or one chosen by its loss at the training length alone.",
-            "Chooses ALiBi, or says which mechanisms degrade, without the numbers that show it, or "
-            "without what happens to the others (learned, sinusoidal).",
-            "Chooses ALiBi from the measurements: its loss stays flat from 1x to 8x (about 1.8 at both) "
-            "while sinusoidal rises past the bigram's loss, RoPE and T5's buckets degrade from 2x on, the "
-            "mask alone degrades least of the rest from a worse start, and learned cannot be evaluated "
-            "beyond its table; gives a reason (ALiBi's penalty is a fixed function of distance, defined at "
-            "any distance; the others meet positions or offsets never seen in training).",
+            "Chooses ALiBi, or says which mechanisms degrade, without the numbers that show it, without what "
+            "happens to the others (learned, sinusoidal), or claiming that reading all 500 characters makes "
+            "ALiBi predict better.",
+            "Chooses ALiBi from the measurements: its loss stays flat from 1x to 8x (1.8 at each) while "
+            "sinusoidal rises past the bigram's loss, RoPE and T5's buckets degrade from 2x on, the mask alone "
+            "degrades from a worse start, and learned cannot be evaluated beyond its table; gives a reason "
+            "(ALiBi's penalty is a fixed function of distance, defined at any distance; the others meet "
+            "positions, offsets or spreads never seen in training); and says that reading all 500 characters "
+            "is no better than reading the last 64 to 127 (about 1.79 against 1.78 on the same characters): "
+            "no worse, not better.",
         ),
     ),
     RubricItem(
@@ -169,9 +172,10 @@ Q7_RUBRIC = (
             "conclusions.",
             "Separates what holds from what does not: the order of the mechanisms beyond the training "
             "length and the shapes of the curves are large effects (tenths of a nat to nats); differences "
-            "of a few hundredths at the training length could change with another seed; one small model on "
-            "one text with 64-character windows says nothing certain about models a thousand times larger "
-            "or trained on longer windows (Press et al.'s figure).",
+            "of a tenth of a nat or less at the training length (1.7 to 1.8), or of a hundredth between two "
+            "contexts, could change with another seed; one small model on one text with 64-character "
+            "windows says nothing certain about models a thousand times larger or trained on longer "
+            "windows (Press et al.'s figure).",
         ),
     ),
 )
@@ -192,8 +196,8 @@ MANUAL_QUESTIONS: dict[str, ManualQuestion] = {
         ),
         ManualQuestion(
             "q7_length_table", "07_capstone.ipynb", "q7-length-table", 4,
-            "Which mechanism would you choose to write texts longer than the training windows, and what can "
-            "the length table not tell you?",
+            "Which mechanism would you choose to write texts of 500 characters, reading all of them at every "
+            "step, would it predict better than from the last 64 to 127, and what can the table not tell you?",
             "capstone-length", Q7_RUBRIC,
         ),
     )

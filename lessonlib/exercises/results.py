@@ -55,8 +55,9 @@ class FailedCase:
     """One case the answer did not pass: what was expected, what came back, and why it differs.
 
     reason is a stable code: raised, not_implemented, wrong_type, not_an_array, wrong_shape,
-    wrong_dtype, non_finite, wrong_values, or a requirement's own code (e.g. memory). hidden: the
-    case (or the requirement's evidence) is a hidden one: counted for the learner, never shown.
+    wrong_dtype, non_finite, wrong_values, changed_input (it wrote into an array it was given), or
+    a requirement's own code (e.g. memory). hidden: the case (or the requirement's evidence) is a
+    hidden one: counted for the learner, never shown.
     """
 
     case: str

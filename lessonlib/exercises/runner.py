@@ -26,6 +26,9 @@ import numpy as np
 RETURNED = "returned"
 NOT_IMPLEMENTED = "not_implemented"
 RAISED = "raised"
+# Given by check(), which runs cases in the learner's kernel with a time limit (a grader has its own).
+TIMED_OUT = "timed_out"  # the answer had not returned when the case's time was up
+NOT_RUN = "not_run"  # an earlier case timed out, so this one was not started
 
 # Answers that mean "nothing written yet" for an exercise whose answer is a value.
 _PLACEHOLDERS = (None, Ellipsis, NotImplemented)
@@ -51,8 +54,10 @@ class Outcome:
     """What happened when an answer ran on one case.
 
     status: "returned", "not_implemented" (the answer raised NotImplementedError, or a value
-    answer is still a placeholder such as None) or "raised". error: the exception's type and
-    message, with the line of the answer where it was raised when known. peak_bytes: peak traced
+    answer is still a placeholder such as None), "raised", or from ``check()`` "timed_out" and
+    "not_run". error: the exception's type and message, with the line of the answer where it was
+    raised when known; for a returned value, which of its inputs the answer changed in place, if
+    any (read it with :func:`changed_arguments`). peak_bytes: peak traced
     memory during the call, when the case asked for it. error_types and errno: see
     :func:`error_types`; a status is decided from these, never from the message.
     """
@@ -187,13 +192,43 @@ def _copy_inputs(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(build_probe(a) if is_probe(a) else copy.deepcopy(a) for a in args)
 
 
+CHANGED_PREFIX = "changed its inputs in place: argument "
+
+
+def _changed(args: tuple[Any, ...], inputs: tuple[Any, ...]) -> tuple[int, ...]:
+    """Positions of the array arguments whose copy the answer wrote into (NaN equal to NaN)."""
+    changed = []
+    for i, (given, seen) in enumerate(zip(args, inputs)):
+        if not isinstance(given, np.ndarray):
+            continue
+        same = seen.shape == given.shape and seen.dtype == given.dtype
+        if same:
+            nan = given.dtype.kind in "fc"
+            same = bool(np.array_equal(seen, given, equal_nan=nan))
+        if not same:
+            changed.append(i)
+    return tuple(changed)
+
+
+def changed_arguments(outcome: Outcome) -> tuple[int, ...]:
+    """The positions (from 0) of the arguments a returned answer changed in place; () for none."""
+    error = outcome.error or ""
+    if outcome.status != RETURNED or not error.startswith(CHANGED_PREFIX):
+        return ()
+    try:
+        return tuple(int(i) for i in error[len(CHANGED_PREFIX):].split(", argument "))
+    except ValueError:
+        return ()
+
+
 def run_case(
     answer: object, args: tuple[Any, ...], *, call: bool = True, trace_memory: bool = False
 ) -> Outcome:
     """Call ``answer(*args)`` (or take ``answer`` itself when ``call`` is False) and describe the result.
 
     Never raises for anything the answer does (KeyboardInterrupt aside). With ``trace_memory``
-    the peak memory traced by tracemalloc during the call is recorded in ``peak_bytes``.
+    the peak memory traced by tracemalloc during the call is recorded in ``peak_bytes``. The
+    answer gets copies of the inputs; a copy it wrote into is reported in ``error``.
     """
     if not call:
         if any(answer is p for p in _PLACEHOLDERS):
@@ -227,7 +262,9 @@ def run_case(
     finally:
         if started:
             tracemalloc.stop()
-    return Outcome(RETURNED, describe_value(result), peak_bytes=peak)
+    changed = _changed(args, inputs)
+    error = CHANGED_PREFIX + ", argument ".join(map(str, changed)) if changed else None
+    return Outcome(RETURNED, describe_value(result), error=error, peak_bytes=peak)
 
 
 # --- probes: functions handed to an answer, described as plain data -----------------------------
@@ -243,9 +280,10 @@ PROBE_PREFIX = "probe:"
 # ``REMOTE_CALL`` (set by the worker). Nothing in the learner's process tells which layer it is.
 HANDLE_PREFIX = "probe-handle:"
 REMOTE_CALL: Any = None  # (handle, arrays) -> ndarray, installed by the grading worker
-LAYER_MASKS = ("none", "causal", "causal-rounding", "inverted", "next", "last", "early")
-LAYER_POSITIONS = ("none", "sinusoidal", "learned", "rope", "rowwise", "distance")
+LAYER_MASKS = ("none", "causal", "causal-rounding", "inverted", "next", "last", "early", "faint")
+LAYER_POSITIONS = ("none", "sinusoidal", "learned", "rope", "rowwise", "distance", "faint")
 DISTANCE_SLOPE = 0.5  # the "distance" layer's penalty per step of |i - j|
+FAINT = 1e-3  # the "faint" layers: slope of their distance bias, and how much of the next input leaks
 EMPTY_ROW_POLICIES = ("nan", "zeros", "uniform")
 MASK_POLARITIES = ("attend", "blocked", "additive")
 
@@ -364,10 +402,11 @@ class ProbeLayer:
     shifted by the sum of all inputs and back, so later inputs move earlier outputs by rounding
     only), "inverted" (j >= i), "next" (j <= i + 1, one step of the future), "last" (causal, and
     every query also sees the last position), "early" (causal, and the first returned position
-    also sees the one after it).
+    also sees the one after it), "faint" (causal, and every output but the last moves by FAINT
+    times the next position's input: a leak far above rounding and far below a loose tolerance).
     position: "none", "sinusoidal" or "learned" (added to the input), "rope" (queries and keys
     rotated), "distance" (the bias -|i - j| / 2 added to the scores, the same for both directions),
-    or "rowwise" (no attention at all: tanh(x W) row by row).
+    "faint" (the bias -FAINT |i - j|), or "rowwise" (no attention at all: tanh(x W) row by row).
     batch_first: the shape libraries use instead, ``(batch, n, d) -> (batch, n, d)``, each sequence
     on its own, with two heads of width d/2 and an output projection W_o (d a multiple of 4).
     queries: return the outputs of the last ``queries`` positions only, ``(queries, d)`` (a step
@@ -399,7 +438,7 @@ class ProbeLayer:
         i, j = np.arange(n)[:, None], np.arange(n)[None, :]  # (n, 1), (1, n)
         first = self._first(n)
         rules = {
-            "none": np.ones((n, n), dtype=bool), "causal": j <= i, "causal-rounding": j <= i,
+            "none": np.ones((n, n), dtype=bool), "causal": j <= i, "causal-rounding": j <= i, "faint": j <= i,
             "inverted": j >= i, "next": j <= i + 1, "last": (j <= i) | (j == n - 1),
             "early": (j <= i) | ((i == first) & (j == first + 1)),
         }
@@ -433,8 +472,9 @@ class ProbeLayer:
         for i in range(n):  # one query at a time: row i reads only the keys it may see
             keys = np.flatnonzero(allowed[i])
             scores = k[keys] @ q[i] / math.sqrt(d_h)  # (n_allowed,)
-            if self.position == "distance":
-                scores = scores - DISTANCE_SLOPE * np.abs(keys - i)  # symmetric: blind to the direction
+            if self.position in ("distance", "faint"):
+                slope = DISTANCE_SLOPE if self.position == "distance" else FAINT
+                scores = scores - slope * np.abs(keys - i)  # symmetric: blind to the direction
             w = _softmax_rows(scores)  # (n_allowed,)
             out[i] = w @ v[keys]
         return out
@@ -462,6 +502,8 @@ class ProbeLayer:
         if self.mask == "causal-rounding":
             total = float(x.sum())  # depends on every position, the future included
             out = (out + total) - total
+        elif self.mask == "faint":
+            out[:-1] += FAINT * x[1:]  # (n - 1, d): each position feels the next input, faintly
         return out[self._first(n):]  # (queries, d): the returned positions only
 
 

@@ -406,6 +406,34 @@ def overflows_only_on(tag: str) -> DetectFn:
     return detect
 
 
+def fails_only_on(tag: str) -> DetectFn:
+    """Detect a mistake that shows on the cases tagged ``tag`` alone: every other case passed, and a
+    tagged one failed with a usable value (a guard that turned NaN into numbers, say)."""
+
+    def detect(records: Sequence[Record]) -> list[str]:
+        others = [r for r in records if tag not in r.case.tags]
+        if not others or not all(r.passed for r in others):
+            return []
+        return [r.case.id for r in _candidates(records, frozenset({tag}))]
+
+    return detect
+
+
+def wrong_only_on(tag: str, answer: object) -> DetectFn:
+    """Detect an answer right on every case but those tagged ``tag``, where it returned ``answer`` on
+    every one (a tolerance that hides the faint effect those cases carry, say)."""
+
+    def detect(records: Sequence[Record]) -> list[str]:
+        tagged = [r for r in records if tag in r.case.tags]
+        if not tagged or any(r.got is not answer for r in tagged):
+            return []
+        if not all(r.passed for r in records if tag not in r.case.tags):
+            return []
+        return [r.case.id for r in tagged]
+
+    return detect
+
+
 def _candidates(records: Sequence[Record], tags: frozenset[str] | None) -> list[Record]:
     return [
         r for r in records
@@ -416,11 +444,12 @@ def _candidates(records: Sequence[Record], tags: frozenset[str] | None) -> list[
 def matches_model(*models: Callable[..., Any], tags: Sequence[str] | None = None) -> DetectFn:
     """Detect a misconception by re-enacting it: the answer returned what ``model(*args)`` returns.
 
-    A case counts only when it failed and the model's output differs from the expected one there
-    (so the case can tell the two apart). Several models may describe variants of one mistake.
-    A model is claimed only when the answer does what it predicts on every case that tells the two
-    apart: a case where the model would go wrong and the answer did something else (or was right)
-    contradicts it, and then the model names nothing.
+    A model is claimed only when the answer returned what the model returns on every case the model
+    speaks to (it may return None for a case it cannot tell apart): where the model goes wrong, the
+    answer went wrong the same way, and where the model is right, so was the answer. One case where
+    the answer did something else contradicts the model, and then it names nothing. The cases named
+    are those where the model's output differs from the expected one. Several models may describe
+    variants of one mistake.
     """
     wanted = frozenset(tags) if tags is not None else None
 
@@ -432,12 +461,16 @@ def matches_model(*models: Callable[..., Any], tags: Sequence[str] | None = None
                 if wanted is not None and not wanted & r.case.tags:
                     continue
                 predicted = _quiet(model, *r.case.args)
-                if predicted is None or close(predicted, r.expected) or not _some_finite(predicted):
-                    continue  # the case cannot tell this mistake apart (or only from NaN everywhere)
-                if r.passed or r.got is None or not close(r.got, predicted):
+                if predicted is None:
+                    continue  # the model cannot speak to this case
+                wrong = not close(predicted, r.expected)
+                if wrong and not _some_finite(predicted):
+                    continue  # a model that gives only NaN here cannot be told from other failures
+                if r.got is None or not close(r.got, predicted):
                     contradicted = True
                     break
-                found.append(r.case.id)
+                if wrong:
+                    found.append(r.case.id)
             if not contradicted:
                 hits += [h for h in found if h not in hits]
         order = {r.case.id: i for i, r in enumerate(records)}
@@ -452,6 +485,20 @@ def shows(predicate: Callable[[Case, Any, Any], bool], tags: Sequence[str] | Non
 
     def detect(records: Sequence[Record]) -> list[str]:
         return [r.case.id for r in _candidates(records, wanted) if _quiet(predicate, r.case, r.got, r.expected)]
+
+    return detect
+
+
+def shows_on_every(predicate: Callable[[Case, Any, Any], bool], tags: Sequence[str] | None = None) -> DetectFn:
+    """Like :func:`shows`, but only when every failed case with a usable value (among ``tags``) has the
+    property: one failed case without it contradicts the claim, and then nothing is named."""
+    wanted = frozenset(tags) if tags is not None else None
+
+    def detect(records: Sequence[Record]) -> list[str]:
+        failed = _candidates(records, wanted)
+        if not failed or not all(_quiet(predicate, r.case, r.got, r.expected) for r in failed):
+            return []
+        return [r.case.id for r in failed]
 
     return detect
 
@@ -487,6 +534,13 @@ class Exercise:
     stub_hint: str
     requirements: tuple[Requirement, ...] = ()
     kind: str = "function"  # or "value": the answer is a number, not a function
+    may_change: frozenset[int] = frozenset()  # arguments the answer may write into (by position)
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The answer's parameter names, read from ``signature``."""
+        inside = self.signature.partition("(")[2].partition(")")[0]
+        return tuple(name.strip() for name in inside.split(",") if name.strip())
 
     def public_cases(self) -> list[Case]:
         """The cases a learner's check runs (deterministic)."""

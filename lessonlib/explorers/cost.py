@@ -20,6 +20,15 @@ from typing import Any
 import numpy as np
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from lessonlib._checks import (
+    BYTE_UNITS,
+    check_callable,
+    check_choice,
+    check_flag,
+    check_instance,
+    check_positive_int,
+    format_bytes,
+)
 from lessonlib._machine import one_blas_thread
 from lessonlib.attention import scaled_dot_product_attention
 from lessonlib.cost import Measurement, dtype_bytes, measure, score_matrix_bytes
@@ -40,8 +49,6 @@ DTYPE_CHOICES = ("float16", "bfloat16", "float32", "float64")
 MEASURABLE_DTYPES = ("float32", "float64")
 MEASURE_SIZES = (64, 128, 256, 512)
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -54,6 +61,12 @@ class Settings:
     measure: bool = True  # time dense attention on this machine (B = H = 1)
     max_measured_n: int = 512  # never measure beyond this length
     d_head: int = 32  # query/key/value width of the measured head
+
+    def __post_init__(self) -> None:
+        for name in ("n", "heads", "batch", "max_measured_n", "d_head"):
+            check_positive_int(getattr(self, name), name)
+        check_choice(self.dtype, "dtype", DTYPE_CHOICES)
+        check_flag(self.measure, "measure")
 
 
 @dataclass(frozen=True)
@@ -73,22 +86,12 @@ class Result:
     pending_n: tuple[int, ...]  # lengths up to the cap still to be measured (one per update)
 
 
-def format_bytes(n_bytes: float) -> str:
-    """A byte count in binary units with one decimal: 1536 -> '1.5 KiB', 2**30 -> '1.0 GiB'."""
-    if n_bytes < 0:
-        raise ValueError(f"a byte count cannot be negative, got {n_bytes}")
-    value, unit = float(n_bytes), 0
-    while value >= 1024 and unit < len(_UNITS) - 1:
-        value /= 1024
-        unit += 1
-    return f"{int(value)} B" if unit == 0 else f"{value:.1f} {_UNITS[unit]}"
-
-
 def longest_fitting_length(memory_bytes: int, batch: int = 1, heads: int = 1, dtype: str = "float32") -> int:
     """Largest n with score_matrix_bytes(batch, heads, n, dtype) <= memory_bytes (0 if none).
 
     B * H * n^2 * s <= M  exactly when  n <= isqrt(M // (B * H * s)), all integers.
     """
+    memory_bytes = check_positive_int(memory_bytes, "memory_bytes", minimum=0)
     per_cell = score_matrix_bytes(batch, heads, 1, dtype=dtype)  # B * H * s
     return math.isqrt(int(memory_bytes) // per_cell)
 
@@ -128,6 +131,8 @@ def time_and_memory(fn: Callable[[], object], *, repeat: int = 3) -> Timing:
 
     :func:`lessonlib.measure` does the timing and the tracing; :class:`CpuClock` adds each call's CPU time.
     """
+    check_callable(fn, "fn")
+    repeat = check_positive_int(repeat, "repeat")
     clock = CpuClock(fn)
     with one_blas_thread():
         measured = measure(clock, repeat=repeat)
@@ -175,8 +180,10 @@ def compute(settings: Settings, *, cache: dict[tuple[int, str, int], Measurement
 
     ``cache`` defaults to the module's shared cache, so a repeated setting never remeasures.
     """
-    if settings.dtype not in DTYPE_CHOICES:
-        raise ValueError(f"dtype must be one of {DTYPE_CHOICES}, got {settings.dtype!r}")
+    check_instance(settings, Settings, "settings")
+    if cache is not None and not isinstance(cache, dict):
+        raise TypeError(f"cache must be a dict of measurements, or None for the shared one; got {type(cache).__name__}")
+    new_points = check_positive_int(new_points, "new_points", minimum=0)
     score = score_matrix_bytes(settings.batch, settings.heads, settings.n, dtype=settings.dtype)
     names = tuple(name for name, _ in MEMORY_SIZES)
     sizes = tuple(size for _, size in MEMORY_SIZES)
@@ -201,7 +208,7 @@ def compute(settings: Settings, *, cache: dict[tuple[int, str, int], Measurement
 
 def describe(result: Result) -> str:
     """The readout under the controls: the predicted numbers only (measured ones vary by run)."""
-    s = result.settings
+    s = check_instance(result, Result, "result").settings
     fits = [name for name, ok in zip(result.memory_names, result.fits) if ok]
     too_big = [name for name, ok in zip(result.memory_names, result.fits) if not ok]
     return (
@@ -230,9 +237,9 @@ def alt_text(result: Result) -> str:
 
 def _binary_ticks(ax: Any) -> None:
     """Major y ticks at 1 KiB, 1 MiB, 1 GiB, ... labelled by name: few texts, readable units."""
-    ax.yaxis.set_major_locator(FixedLocator([1024.0**k for k in range(1, len(_UNITS))]))
+    ax.yaxis.set_major_locator(FixedLocator([1024.0**k for k in range(1, len(BYTE_UNITS))]))
     ax.yaxis.set_minor_locator(NullLocator())
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"1 {_UNITS[round(math.log(v, 1024))]}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"1 {BYTE_UNITS[round(math.log(v, 1024))]}"))
 
 
 class Figure:
@@ -285,6 +292,7 @@ class Figure:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: length, heads, batch and dtype controls wired to compute() and draw()."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer

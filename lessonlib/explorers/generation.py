@@ -14,10 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from lessonlib._checks import check_instance, check_positive_int
 from lessonlib._machine import one_blas_thread
 from lessonlib.plots import bars, new_figure
 from lessonlib.training import POSITIONS
 from lessonlib.training import lm_catalog as catalog
+from lessonlib.training.model import check_position
+from lessonlib.training.sampling import check_temperature
 from lessonlib.training.text import load
 
 TOP = 10  # characters shown in the figure
@@ -34,6 +37,14 @@ class Settings:
     prompt: str = "ROMEO:\n"
     length: int = 200  # characters to write
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_position(self.mechanism)
+        check_temperature(self.temperature)
+        if not isinstance(self.prompt, str):
+            raise TypeError(f"prompt must be a string, got {type(self.prompt).__name__}")
+        check_positive_int(self.length, "length")
+        check_positive_int(self.seed, "seed", minimum=0)
 
 
 @dataclass(frozen=True)
@@ -52,8 +63,7 @@ def shown(char: str) -> str:
 
 def compute(settings: Settings) -> Result:
     """The model's continuation of the prompt and its first choice's distribution at this temperature."""
-    if settings.mechanism not in POSITIONS:
-        raise ValueError(f"mechanism must be one of {', '.join(POSITIONS)}, got {settings.mechanism!r}")
+    check_instance(settings, Settings, "settings")
     vocab = load().vocab
     empty = Result(settings, "", "", (), np.zeros(0))
     if not settings.prompt:
@@ -78,7 +88,7 @@ def compute(settings: Settings) -> Result:
 
 
 def describe(result: Result) -> str:
-    s = result.settings
+    s = check_instance(result, Result, "result").settings
     if result.refusal:
         return f"refused: {result.refusal}"
     return (f"{s.mechanism} model, temperature {s.temperature:.1f}, seed {s.seed}:\n"
@@ -107,6 +117,7 @@ def draw(result: Result) -> Any:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: mechanism, temperature, prompt, length and seed; wired to compute() and draw()."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer

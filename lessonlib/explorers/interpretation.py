@@ -16,6 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from lessonlib._checks import (
+    as_float_array,
+    check_choice,
+    check_flag,
+    check_index,
+    check_instance,
+    check_positive_int,
+    check_real,
+)
 from lessonlib.attention import MultiHeadParams, multi_head_attention, scaled_dot_product_attention
 from lessonlib.plots import BarPanel, PartialRedraw, new_figure, pin_layout
 
@@ -32,6 +41,13 @@ class Example:
     keys: np.ndarray  # (S, d_k)
     values: np.ndarray  # (S, d_v)
     readout: np.ndarray  # (d_v,), unit length; decision = readout . output
+
+    def __post_init__(self) -> None:
+        q, k, v, u = (as_float_array(getattr(self, name), name) for name in ("query", "keys", "values", "readout"))
+        if ((q.ndim, k.ndim, v.ndim, u.ndim) != (1, 2, 2, 1) or k.shape[1] != q.shape[0]
+                or v.shape[0] != k.shape[0] or u.shape[0] != v.shape[1]):
+            raise ValueError(f"an Example needs query (d_k,), keys (S, d_k), values (S, d_v) and readout (d_v,); "
+                             f"got shapes {q.shape}, {k.shape}, {v.shape} and {u.shape}")
 
 
 def attend(example: Example, *, values: np.ndarray | None = None, exclude: int | None = None) -> tuple[
@@ -66,10 +82,12 @@ def make_example(n_keys: int = N_KEYS, d_k: int = 4, d_v: int = 3, *, seed: int 
     moves the output but not the decision. A key's weight does not depend on its value, so the
     weights are the same in all three.
     """
-    if top_value not in ("random", "output", "ignored-offset"):
-        raise ValueError(f"top_value must be 'random', 'output' or 'ignored-offset', got {top_value!r}")
-    if not 0 <= quiet_key < n_keys:
-        raise ValueError(f"quiet_key must lie in 0..{n_keys - 1}, got {quiet_key}")
+    n_keys = check_positive_int(n_keys, "n_keys", minimum=2)
+    d_k = check_positive_int(d_k, "d_k")
+    d_v = check_positive_int(d_v, "d_v", minimum=2)  # a direction the readout ignores needs d_v >= 2
+    seed = check_positive_int(seed, "seed", minimum=0)
+    check_choice(top_value, "top_value", ("random", "output", "ignored-offset"))
+    check_index(quiet_key, "quiet_key", n_keys)
     rng = np.random.default_rng(seed)
     query = rng.standard_normal(d_k)  # (d_k,)
     keys = rng.standard_normal((n_keys, d_k))  # (S, d_k)
@@ -92,7 +110,10 @@ def make_example(n_keys: int = N_KEYS, d_k: int = 4, d_v: int = 3, *, seed: int 
 
 def exclusion_effects(example: Example, values: np.ndarray | None = None) -> np.ndarray:
     """(S,) signed change of the decision u . output when each key alone is excluded by the mask."""
-    values = example.values if values is None else values
+    check_instance(example, Example, "example")
+    values = example.values if values is None else as_float_array(values, "values")
+    if values.shape != example.values.shape:
+        raise ValueError(f"values must have the example's shape {example.values.shape}, got {values.shape}")
     base, _ = attend(example, values=values)
     return np.array([(attend(example, values=values, exclude=j)[0] - base) @ example.readout
                      for j in range(example.keys.shape[0])])
@@ -121,9 +142,9 @@ def ranks(x: np.ndarray, *, rtol: float = 1e-9) -> np.ndarray:
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """Spearman rank correlation: the Pearson correlation of the two rank vectors (+1 same order, -1 reversed)."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    a, b = as_float_array(a, "a"), as_float_array(b, "b")
     if a.shape != b.shape or a.ndim != 1 or a.size < 2:
-        raise ValueError(f"need two 1-D sequences of equal length >= 2, got shapes {a.shape} and {b.shape}")
+        raise ValueError(f"a and b must be two 1-D sequences of equal length >= 2, got shapes {a.shape} and {b.shape}")
     ra, rb = ranks(a) - (a.size + 1) / 2, ranks(b) - (b.size + 1) / 2
     denom = np.sqrt((ra @ ra) * (rb @ rb))
     if denom == 0:
@@ -169,6 +190,13 @@ class Settings:
     exclude: bool = False  # remove that key with the mask
     seed: int = EXAMPLE_SEED
 
+    def __post_init__(self) -> None:
+        check_index(self.key, "key", N_KEYS)
+        check_real(self.scale, "scale")
+        check_real(self.shift, "shift")
+        check_flag(self.exclude, "exclude")
+        check_positive_int(self.seed, "seed", minimum=0)
+
 
 @dataclass(frozen=True)
 class Result:
@@ -187,10 +215,8 @@ class Result:
 
 def compute(settings: Settings) -> Result:
     """Weights, exclusion effects and the chosen intervention's effect, for the default example."""
+    check_instance(settings, Settings, "settings")
     example = make_example(seed=settings.seed)
-    n_keys = example.keys.shape[0]
-    if not 0 <= settings.key < n_keys:
-        raise ValueError(f"key must lie in 0..{n_keys - 1}, got {settings.key}")
     values = example.values.copy()  # (S, d_v)
     values[settings.key] = (settings.scale * values[settings.key]
                             + settings.shift * ignored_direction(example.readout, settings.seed))
@@ -212,7 +238,7 @@ def compute(settings: Settings) -> Result:
 
 def describe(result: Result) -> str:
     """The readout under the controls: the numbers the figure illustrates."""
-    s, k = result.settings, result.settings.key
+    s, k = check_instance(result, Result, "result").settings, result.settings.key
     edit = f"value x{s.scale:g}, shifted {s.shift:+g} along an ignored direction" + (", excluded" if s.exclude else "")
     return (
         f"key {k}: weight {result.weights[k]:.3f} (rank {result.weight_rank:g} of {result.weights.size}); "
@@ -279,6 +305,7 @@ class Figure:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: choose a key, scale or shift its value, exclude it; wired to compute() and draw()."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer

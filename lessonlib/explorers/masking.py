@@ -26,7 +26,20 @@ from typing import Any
 
 import numpy as np
 
-from lessonlib._checks import as_allowed_mask, broadcast_shape
+from lessonlib._checks import (
+    array_bytes,
+    as_allowed_mask,
+    as_dtype,
+    as_float_array,
+    broadcast_shape,
+    check_choice,
+    check_flag,
+    check_instance,
+    check_ndim,
+    check_positive_int,
+    check_real,
+    refuse_oversized,
+)
 from lessonlib.attention import masked_softmax, softmax
 from lessonlib.masks import causal_mask, combine_masks, padding_mask
 from lessonlib.plots import BarPanel, HeatmapPanel, PartialRedraw, new_figure, pin_layout
@@ -56,24 +69,27 @@ def preset(name: str, size: int = GRID_SIZE, length: int = PADDED_LENGTH) -> Boo
     "causal": key <= query; "padding": key < ``length`` (a sequence of ``length`` real tokens);
     "both": causal AND padding; "none": every key allowed (no mask).
     """
+    check_choice(name, "name", PRESETS)
+    size = check_positive_int(size, "size")
+    if not 0 <= check_positive_int(length, "length", minimum=0) <= size:
+        raise ValueError(f"length must lie in 0..size={size} (the real tokens of the padded sequence), got {length}")
+    refuse_oversized(array_bytes((size, size), np.int64, 2), f"preset({name!r}, size={size})",
+                     "Choose a smaller size: the explorer's grid is 4 x 4.")
     if name == "causal":
         grid = causal_mask(size)  # (L, S)
     elif name == "padding":
         grid = np.broadcast_to(combine_masks(key_padding=padding_mask([length], size))[0], (size, size))
     elif name == "both":
         grid = combine_masks(causal_mask(size), padding_mask([length], size))[0]  # (L, S)
-    elif name == "none":
+    else:  # "none"
         grid = np.ones((size, size), bool)
-    else:
-        raise ValueError(f"preset must be one of {PRESETS}, got {name!r}")
     return tuple(tuple(bool(v) for v in row) for row in grid)
 
 
 def fill_value(fill: str, dtype: str | np.dtype) -> np.floating:
     """The fill as the chosen dtype stores it (-1e9 overflows to -inf in float16)."""
-    if fill not in FILLS:
-        raise ValueError(f"fill must be one of {tuple(FILLS)}, got {fill!r}")
-    dtype = np.dtype(dtype)
+    check_choice(fill, "fill", tuple(FILLS))
+    dtype = as_dtype(dtype, kinds="f")
     value = FILLS[fill]
     if value is None:
         return np.finfo(dtype).min
@@ -88,9 +104,12 @@ def fill_then_softmax(scores: np.ndarray, allowed: np.ndarray, fill: float) -> n
     With fill -inf a row with no allowed key is NaN (exp(-inf - (-inf))); with a finite fill it
     is uniform over keys that were all meant to be excluded.
     """
-    scores = np.asarray(scores)
+    scores = as_float_array(scores, "scores")
+    check_ndim(scores, "scores", 1, "(..., S)")
     allowed = as_allowed_mask(allowed, "allowed")
     broadcast_shape(scores.shape, allowed.shape, "scores and allowed mask")
+    if check_real(fill, "fill", allow_inf=True) == np.inf:
+        raise ValueError("fill must be a finite number or -inf: it stands in for an excluded score")
     filled = np.where(allowed, scores, np.asarray(fill, dtype=scores.dtype))  # (..., S)
     with np.errstate(invalid="ignore", over="ignore"):
         return softmax(filled)
@@ -104,9 +123,11 @@ def softmax_then_zero(scores: np.ndarray, allowed: np.ndarray, *, renormalise: b
     it the row is divided by that sum: exact in real arithmetic, but when the allowed weights have
     underflowed (to zero in float16) the row becomes 0/0 = NaN.
     """
-    scores = np.asarray(scores)
+    scores = as_float_array(scores, "scores")
+    check_ndim(scores, "scores", 1, "(..., S)")
     allowed = as_allowed_mask(allowed, "allowed")
     broadcast_shape(scores.shape, allowed.shape, "scores and allowed mask")
+    renormalise = check_flag(renormalise, "renormalise")
     weights = np.where(allowed, softmax(scores), np.zeros((), dtype=scores.dtype))  # (..., S)
     if renormalise:
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -126,6 +147,18 @@ class Settings:
     dtype: str = "float32"
     fill: str = "-inf"  # a key of FILLS; used by the "before" order only
     scores: tuple[tuple[float, ...], ...] = DEFAULT_SCORES  # (L, S)
+
+    def __post_init__(self) -> None:
+        check_choice(self.order, "order", tuple(ORDERS))
+        check_choice(self.dtype, "dtype", DTYPES)
+        check_choice(self.fill, "fill", tuple(FILLS))
+        allowed = as_allowed_mask(self.allowed, "allowed")
+        scores = as_float_array(self.scores, "scores")
+        if allowed.ndim != 2 or allowed.shape != scores.shape:
+            raise ValueError(
+                f"the allowed grid has shape {allowed.shape} but the scores have shape {scores.shape}; "
+                "both must be (L, S)"
+            )
 
 
 @dataclass(frozen=True)
@@ -147,17 +180,9 @@ class Result:
 
 def compute(settings: Settings) -> Result:
     """The weights for one mask, order, dtype and fill, with row sums and the gap to masked_softmax."""
-    if settings.order not in ORDERS:
-        raise ValueError(f"order must be one of {tuple(ORDERS)}, got {settings.order!r}")
-    if settings.dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {settings.dtype!r}")
+    check_instance(settings, Settings, "settings")
     allowed = np.array(settings.allowed, dtype=bool)  # (L, S)
     scores = np.array(settings.scores, dtype=np.float64)  # (L, S)
-    if allowed.ndim != 2 or allowed.shape != scores.shape:
-        raise ValueError(
-            f"the allowed grid has shape {allowed.shape} but the scores have shape {scores.shape}; "
-            "both must be (L, S)"
-        )
     stored_fill = fill_value(settings.fill, settings.dtype)
     low = scores.astype(settings.dtype)  # (L, S)
     if settings.order == "before":
@@ -188,7 +213,7 @@ def _number(x: float) -> str:
 
 def describe(result: Result) -> str:
     """The readout under the controls: the numbers the figure illustrates."""
-    s = result.settings
+    s = check_instance(result, Result, "result").settings
     fill = f"fill {s.fill} (stored {_number(result.stored_fill)})" if s.order == "before" else "fill unused"
     sums = ", ".join(_number(x) for x in result.row_sums)
     leaked = ", ".join(_number(x) for x in result.blocked_weight)
@@ -308,6 +333,7 @@ def _mask_grid(allowed: BoolGrid) -> Any:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: the allowed grid with presets, the order, the dtype and the fill."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer

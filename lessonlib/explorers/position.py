@@ -23,6 +23,16 @@ from typing import Any
 
 import numpy as np
 
+from lessonlib._checks import (
+    array_bytes,
+    as_float_array,
+    as_int_array,
+    check_choice,
+    check_flag,
+    check_instance,
+    check_positive_int,
+    refuse_oversized,
+)
 from lessonlib.attention import (
     MultiHeadParams,
     attention_scores,
@@ -72,6 +82,18 @@ class PositionModel:
     bucket_bias: np.ndarray  # (n_buckets, H)
     max_distance: int = 128
 
+    def __post_init__(self) -> None:
+        check_instance(self.params, MultiHeadParams, "params")
+        check_instance(self.learned, LearnedPositions, "learned")
+        bucket_bias = as_float_array(self.bucket_bias, "bucket_bias")
+        if bucket_bias.shape[1:] != (self.params.n_heads,) or bucket_bias.shape[0] < 4:
+            raise ValueError(f"bucket_bias must be (n_buckets, n_heads) = (at least 4, {self.params.n_heads}), "
+                             f"got shape {bucket_bias.shape}")
+        if self.learned.d_model != self.params.w_q.shape[0]:
+            raise ValueError(f"the learned table has width {self.learned.d_model} but the projections take "
+                             f"{self.params.w_q.shape[0]}")
+        check_positive_int(self.max_distance, "max_distance")
+
 
 def make_model(
     d_model: int = 8, n_heads: int = 1, *, max_positions: int = 64, n_buckets: int = 32, seed: int = 0
@@ -81,6 +103,9 @@ def make_model(
     The table's entries have standard deviation 1, like the token contents, so that position is
     visible in the scores (a freshly initialised table would use about 0.02).
     """
+    seed = check_positive_int(seed, "seed", minimum=0)
+    if check_positive_int(n_buckets, "n_buckets") < 4:
+        raise ValueError(f"n_buckets must be at least 4 (relative buckets cover both directions), got {n_buckets}")
     rng = np.random.default_rng(seed)
     params = init_multi_head(d_model, n_heads, rng=rng)
     learned = LearnedPositions(max_positions, d_model, rng=rng, std=1.0)
@@ -99,9 +124,7 @@ class LayerResult:
 
 def check_mechanism(mechanism: str) -> str:
     """Refuse an unknown mechanism name, listing the known ones."""
-    if mechanism not in MECHANISMS:
-        raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
-    return mechanism
+    return check_choice(mechanism, "mechanism", MECHANISMS)
 
 
 def self_attention(
@@ -121,10 +144,18 @@ def self_attention(
     probed one query at a time; ``causal`` lets query i see keys 0..i only.
     """
     check_mechanism(mechanism)
-    x = np.asarray(x, dtype=float)  # (n, d)
+    check_instance(model, PositionModel, "model")
+    x = as_float_array(x, "x")  # (n, d)
+    width = model.params.w_q.shape[0]
+    if x.ndim != 2 or x.shape[1] != width:
+        raise ValueError(f"x must be tokens (n, d_model) = (n, {width}) for this model, got shape {x.shape}")
+    offset = check_positive_int(offset, "offset", minimum=0)
+    causal = check_flag(causal, "causal")
     n = x.shape[0]
     positions = offset + np.arange(n)  # (n,)
-    rows = np.arange(n) if queries is None else np.asarray(queries)  # (n_q,)
+    rows = np.arange(n) if queries is None else as_int_array(queries, "queries")  # (n_q,)
+    if rows.ndim != 1 or rows.min() < 0 or rows.max() >= n:
+        raise ValueError(f"queries must be a 1-D list of query rows in 0..{n - 1}, got {rows.tolist()}")
     if mechanism == "sinusoidal":
         x = x + sinusoidal_positions(offset + n, x.shape[-1])[offset:]  # (n, d)
     elif mechanism == "learned":
@@ -211,6 +242,22 @@ class Settings:
     max_positions: int = 64  # rows of the learned table
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        check_mechanism(self.mechanism)
+        for name in ("shuffle", "offset", "seed"):
+            check_positive_int(getattr(self, name), name, minimum=0)
+        for name in ("n_tokens", "d_model", "n_heads", "max_positions"):
+            check_positive_int(getattr(self, name), name)
+        check_flag(self.causal, "causal")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} does not split into n_heads={self.n_heads} equal heads")
+        if self.mechanism == "rope" and (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"RoPE turns pairs of coordinates, so d_model / n_heads must be even, got "
+                             f"{self.d_model} / {self.n_heads}")
+        refuse_oversized(array_bytes((self.n_heads, self.n_tokens, self.n_tokens), np.float64, 12),
+                         f"the position explorer with n_tokens={self.n_tokens} and n_heads={self.n_heads}",
+                         "Use fewer tokens.")
+
 
 @dataclass(frozen=True)
 class Result:
@@ -230,8 +277,7 @@ class Result:
 
 def compute(settings: Settings) -> Result:
     """Run the layer on the tokens and on their shuffle; compare, and compare with offset 0."""
-    s = settings
-    check_mechanism(s.mechanism)
+    s = check_instance(settings, Settings, "settings")
     n = s.n_tokens
     model = _model(s.d_model, s.n_heads, s.max_positions, s.seed)
     x = np.random.default_rng(s.seed + 1).standard_normal((n, s.d_model))  # (n, d)
@@ -266,7 +312,7 @@ def _model(d_model: int, n_heads: int, max_positions: int, seed: int) -> Positio
 
 def describe(result: Result) -> str:
     """The readout under the controls: the numbers the figure illustrates."""
-    s = result.settings
+    s = check_instance(result, Result, "result").settings
     head = f"{s.mechanism} (position enters: {result.where}); order {result.order.tolist()}; offset {s.offset}"
     if s.causal:
         head += "; causal mask"
@@ -335,6 +381,7 @@ class Figure:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: mechanism, shuffle, offset and causal controls wired to compute() and draw()."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer

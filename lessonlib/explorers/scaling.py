@@ -15,6 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from lessonlib._checks import (
+    array_bytes,
+    check_flag,
+    check_instance,
+    check_positive_int,
+    check_real,
+    refuse_oversized,
+)
 from lessonlib.attention import attention_entropy, attention_scores, softmax
 from lessonlib.plots import BarPanel, PartialRedraw, new_figure, pin_layout
 
@@ -32,6 +40,16 @@ class Settings:
     n_keys: int = 8
     n_samples: int = 256  # queries drawn to estimate the score spread
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("d_k", "n_keys", "n_samples"):
+            check_positive_int(getattr(self, name), name)
+        check_positive_int(self.seed, "seed", minimum=0)
+        check_flag(self.scaled, "scaled")
+        check_real(self.entry_std, "entry_std", positive=True)
+        refuse_oversized(array_bytes((self.n_samples, max(self.d_k, self.n_keys)), np.float64, 4),
+                         f"the scaling explorer with n_samples={self.n_samples}, d_k={self.d_k} and "
+                         f"n_keys={self.n_keys}", "Use fewer samples, keys or a smaller d_k.")
 
 
 @dataclass(frozen=True)
@@ -51,10 +69,7 @@ class Result:
 
 def compute(settings: Settings) -> Result:
     """Scores, weights and their spread for random queries and keys with the chosen entry std."""
-    if settings.d_k < 1 or settings.n_keys < 1 or settings.n_samples < 1:
-        raise ValueError(f"d_k, n_keys and n_samples must be positive, got {settings}")
-    if not settings.entry_std > 0:
-        raise ValueError(f"entry_std must be positive, got {settings.entry_std}")
+    check_instance(settings, Settings, "settings")
     rng = np.random.default_rng(settings.seed)
     sigma = settings.entry_std
     queries = sigma * rng.standard_normal((settings.n_samples, settings.d_k))  # (N, d_k)
@@ -78,7 +93,7 @@ def compute(settings: Settings) -> Result:
 
 def describe(result: Result) -> str:
     """The readout under the controls: the numbers the figure illustrates."""
-    s = result.settings
+    s = check_instance(result, Result, "result").settings
     return (
         f"d_k={s.d_k}, scaling {'on' if s.scaled else 'off'}, entry std {s.entry_std:g}: "
         f"score std {result.score_std:.2f} (predicted {result.predicted_std:.2f}); "
@@ -134,6 +149,7 @@ def show(settings: Settings = Settings()) -> Any:
     Drop-downs rather than sliders: a screen reader names a drop-down by its label, while
     ipywidgets' slider handles carry no accessible name.
     """
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer

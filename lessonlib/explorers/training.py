@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from lessonlib._checks import check_choice, check_index, check_instance, check_positive_int
 from lessonlib.explorers.interpretation import spearman
 from lessonlib.plots import heatmap, new_figure
 from lessonlib.training import TASKS, AttentionModel, accuracy, catalog
@@ -39,11 +40,15 @@ HEAD_SEQUENCES, HEAD_SEED = 64, 4  # the sequences at the training length on whi
 
 def example_tokens(length: int, seed: int = EXAMPLE_SEED) -> tuple[np.ndarray, np.ndarray]:
     """One previous-token sequence (1, length) and its targets, the same for every model."""
+    length = check_positive_int(length, "length")
+    seed = check_positive_int(seed, "seed", minimum=0)
     return TASKS["previous"].sample(1, length, np.random.default_rng([3, seed]))
 
 
 def weight_on_previous(model: AttentionModel, tokens: np.ndarray, layer: int = -1) -> np.ndarray:
     """(H,) each head's weight on key i - 1, averaged over the queries i >= 1 of every sequence in ``tokens`` (B, L)."""
+    check_instance(model, AttentionModel, "model")
+    layer = _check_layer(model, layer)
     weights = model.attention(tokens)[layer]  # (B, H, L, L)
     on_previous = np.diagonal(weights, offset=-1, axis1=-2, axis2=-1)  # (B, H, L - 1): entries (i, i - 1)
     return on_previous.mean(axis=(0, 2))
@@ -62,7 +67,18 @@ def previous_token_head(model: AttentionModel, layer: int = -1) -> int:
     (:func:`training_length_tokens`). The head is chosen there, once, and kept when the model is
     read at other lengths, where another head may happen to look more like a previous-token head.
     """
-    return int(weight_on_previous(model, training_length_tokens(), layer).argmax())
+    check_instance(model, AttentionModel, "model")
+    return int(weight_on_previous(model, training_length_tokens(), _check_layer(model, layer)).argmax())
+
+
+def _check_layer(model: AttentionModel, layer: object) -> int:
+    """``layer`` as an index into the model's layers; a negative one counts from the last, as in a list."""
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+        raise TypeError(f"layer must be an integer, got {type(layer).__name__}")
+    if not -model.n_layers <= layer < model.n_layers:
+        raise ValueError(f"layer must lie in {-model.n_layers}..{model.n_layers - 1} (negative counts from the last), "
+                         f"got {layer}")
+    return int(layer) % model.n_layers
 
 
 def exclusion_effects(model: AttentionModel, tokens: np.ndarray, *, head: int, query: int,
@@ -73,12 +89,14 @@ def exclusion_effects(model: AttentionModel, tokens: np.ndarray, *, head: int, q
     head's other weights are renormalised); everything else stays as it was. A key the mask
     already hides (the future, under a causal mask) has effect 0.
     """
+    check_instance(model, AttentionModel, "model")
     tokens = model.check_tokens(tokens)
     if tokens.shape[0] != 1:
-        raise ValueError(f"give one sequence, shape (1, L); got {tokens.shape}")
+        raise ValueError(f"tokens must be one sequence, shape (1, L); got {tokens.shape}")
     length = tokens.shape[1]
-    if not 0 <= query < length:
-        raise ValueError(f"query must lie in 0..{length - 1}, got {query}")
+    check_index(query, "query", length)
+    check_index(head, "head", model.n_heads)
+    layer = _check_layer(model, layer)
     base = model.logits(tokens)[0, query]  # (V,)
     effects = np.zeros(length)
     for key in range(length):
@@ -129,8 +147,13 @@ def interpret(model: AttentionModel, tokens: np.ndarray, query: int) -> Interpre
 
     The head is the one chosen at the training length (:func:`previous_token_head`), whatever ``tokens`` are.
     """
+    check_instance(model, AttentionModel, "model")
     if model.n_layers != 1:
         raise ValueError(f"this comparison reads one layer; the model has {model.n_layers}")
+    tokens = model.check_tokens(tokens)
+    if tokens.shape[0] != 1:
+        raise ValueError(f"tokens must be one sequence, shape (1, L); got {tokens.shape}")
+    check_index(query, "query", tokens.shape[1])
     head = previous_token_head(model)
     weights = model.attention(tokens)[0][0, head, query]  # (L,)
     effects = exclusion_effects(model, tokens, head=head, query=query)
@@ -148,6 +171,11 @@ class Settings:
 
     model: str = "rope"  # a key of MODELS
     length: int = 16  # evaluation length: 1x, 2x or 4x the training length
+
+    def __post_init__(self) -> None:
+        check_choice(self.model, "model", tuple(MODELS))
+        if check_positive_int(self.length, "length") not in LENGTHS:
+            raise ValueError(f"length must be one of {LENGTHS}, got {self.length!r}")
 
 
 @dataclass(frozen=True)
@@ -183,10 +211,7 @@ def compute(settings: Settings) -> Result:
     The head is chosen at the training length and kept at every length, so a longer input shows
     what happens to the head that does the task, not which head looks most like it there.
     """
-    if settings.model not in MODELS:
-        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {settings.model!r}")
-    if settings.length not in LENGTHS:
-        raise ValueError(f"length must be one of {LENGTHS}, got {settings.length}")
+    check_instance(settings, Settings, "settings")
     name = MODELS[settings.model]
     model = _model(name)
     tokens, _ = example_tokens(settings.length)
@@ -202,7 +227,7 @@ def compute(settings: Settings) -> Result:
 
 
 def describe(result: Result) -> str:
-    s = result.settings
+    s = check_instance(result, Result, "result").settings
     times = s.length // catalog.TRAIN_LENGTH
     if result.accuracy is None:
         return f"{s.model} at length {s.length} ({times}x training): refused. {result.refusal}"
@@ -242,6 +267,7 @@ def draw(result: Result) -> Any:
 
 def show(settings: Settings = Settings()) -> Any:
     """The widget: choose a stored model and an evaluation length; wired to compute() and draw()."""
+    check_instance(settings, Settings, "settings")
     import ipywidgets as widgets
 
     from lessonlib.explorers._wiring import build_explorer

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
+from lessonlib._checks import check_choice
 from lessonlib.training.loop import accuracy, train
 from lessonlib.training.model import AttentionModel, BeyondTableError
 from lessonlib.training.tasks import TASKS
@@ -67,14 +68,17 @@ BY_NAME = {spec.name: spec for spec in SPECS}
 
 
 def spec(name: str) -> Spec:
-    if name not in BY_NAME:
-        raise KeyError(f"no stored checkpoint named {name!r}; stored: {', '.join(BY_NAME)}")
-    return BY_NAME[name]
+    """The spec of the stored model ``name``; an unknown name is refused, listing the stored ones."""
+    return BY_NAME[check_choice(name, "name", tuple(BY_NAME))]
+
+
+def load(name: str) -> AttentionModel:
+    """The stored model ``name``, checked against the configuration its spec says it has (loaded once)."""
+    return _load(spec(name).name)
 
 
 @cache
-def load(name: str) -> AttentionModel:
-    """The stored model ``name``, checked against the configuration its spec says it has."""
+def _load(name: str) -> AttentionModel:
     s = spec(name)
     if not s.path.exists():
         raise FileNotFoundError(f"{s.path.name} is missing; run `make train` to create the checkpoints")
@@ -84,6 +88,7 @@ def load(name: str) -> AttentionModel:
 
 def evaluate(model: AttentionModel, task: str) -> dict[str, float | None]:
     """Accuracy at 1x, 2x and 4x the training length; None where the model refuses the length."""
+    task = check_choice(task, "task", tuple(TASKS))
     scores: dict[str, float | None] = {}
     for length in EVAL_LENGTHS:
         try:

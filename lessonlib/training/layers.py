@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from lessonlib._checks import as_float_array
 from lessonlib.position import rope
 
 LN_EPS = 1e-5
@@ -51,7 +52,16 @@ def layer_norm_backward(dy: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, g: n
 
 
 def gelu(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(y, t): y = x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))), t the tanh (kept for the backward pass)."""
+    """(y, t): y = x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))), t the tanh (kept for the backward pass).
+
+    ``x`` is checked first (real, finite, not empty); the model's forward pass calls the unchecked
+    :func:`gelu_unchecked` on values it made itself.
+    """
+    return gelu_unchecked(as_float_array(x, "x"))
+
+
+def gelu_unchecked(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`gelu` without the check of ``x``: the hot loop of the forward pass."""
     t = 0.044715 * x  # (..., f), in place below: it is a hot loop
     t *= x
     t *= x

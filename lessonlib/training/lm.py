@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lessonlib._checks import as_dtype, check_callable, check_positive_int
 from lessonlib.attention import masked_softmax, merge_heads, split_heads
 from lessonlib.masks import causal_mask
 from lessonlib.position import alibi_bias, relative_position_bucket, sinusoidal_positions
@@ -42,8 +43,8 @@ from lessonlib.training import checkpoint
 from lessonlib.training.layers import (
     causal_fill,
     cross_entropy,
-    gelu,
     gelu_backward,
+    gelu_unchecked,
     layer_norm,
     layer_norm_backward,
     rotate_pairs,
@@ -51,11 +52,10 @@ from lessonlib.training.layers import (
     softmax_with_fill,
 )
 from lessonlib.training.model import (
-    POSITIONS,
     RELATIVE_BUCKETS,
     RELATIVE_MAX_DISTANCE,
     BeyondTableError,
-    _check_int,
+    check_position,
 )
 
 FORMAT = "lessonlib.training.CharModel"
@@ -84,17 +84,77 @@ class Plugs:
     cached_causal_mask: Callable | None = None
     position: Callable | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("attention", "softmax", "causal_mask", "cached_causal_mask", "position"):
+            if getattr(self, name) is not None:
+                check_callable(getattr(self, name), name)
+
+
+def _plugs(plugs: object) -> Plugs:
+    """``plugs`` itself, or the engine's own functions for None; anything else is refused."""
+    if plugs is None:
+        return Plugs()
+    if not isinstance(plugs, Plugs):
+        raise TypeError(f"plugs must be Plugs(...) or None, got {type(plugs).__name__}")
+    return plugs
+
 
 @dataclass
 class KVCache:
-    """Keys and values of every position seen so far, per block: (B, H, S, d_h) each."""
+    """Keys and values of every position seen so far, per block, in buffers allocated ahead.
 
-    keys: list[np.ndarray] = field(default_factory=list)
-    values: list[np.ndarray] = field(default_factory=list)
+    Block l keeps a keys buffer and a values buffer of shape (B, H, capacity, d_h); rows
+    0 .. length - 1 hold the text so far and the rows after them are not written yet. A decoding
+    step writes its new rows in place, so it costs the new rows, not a copy of the whole cache.
+    When a text outgrows ``capacity``, the buffers are copied once into buffers twice as long.
+    """
+
+    capacity: int = 0
+    length: int = 0
+    key_buffers: list[np.ndarray] = field(default_factory=list)
+    value_buffers: list[np.ndarray] = field(default_factory=list)
 
     @property
-    def length(self) -> int:
-        return 0 if not self.keys else self.keys[0].shape[2]
+    def keys(self) -> list[np.ndarray]:
+        """Each block's keys of the text so far: (B, H, length, d_h) views of the buffers."""
+        return [buffer[:, :, :self.length] for buffer in self.key_buffers]
+
+    @property
+    def values(self) -> list[np.ndarray]:
+        """Each block's values of the text so far: (B, H, length, d_h) views of the buffers."""
+        return [buffer[:, :, :self.length] for buffer in self.value_buffers]
+
+    @property
+    def batch(self) -> int | None:
+        """How many sequences the cache holds (None before the first write)."""
+        return self.key_buffers[0].shape[0] if self.key_buffers else None
+
+    def write(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Write block ``layer``'s new keys and values (B, H, n, d_h) at rows length .. length + n - 1.
+
+        Returns that block's keys and values of the whole text, (B, H, length + n, d_h) views. The
+        caller advances ``length`` once every block has written (:meth:`CharModel.extend` does).
+        """
+        end = self.length + k.shape[2]
+        if end > self.capacity:
+            self._grow(max(end, 2 * self.capacity))
+        if layer == len(self.key_buffers):
+            shape = k.shape[:2] + (self.capacity, k.shape[3])  # (B, H, capacity, d_h)
+            self.key_buffers.append(np.empty(shape, dtype=k.dtype))
+            self.value_buffers.append(np.empty(shape, dtype=v.dtype))
+        keys, values = self.key_buffers[layer], self.value_buffers[layer]
+        keys[:, :, self.length:end] = k
+        values[:, :, self.length:end] = v
+        return keys[:, :, :end], values[:, :, :end]
+
+    def _grow(self, capacity: int) -> None:
+        """Copy the rows written so far into buffers of ``capacity`` rows."""
+        for buffers in (self.key_buffers, self.value_buffers):
+            for i, old in enumerate(buffers):
+                new = np.empty(old.shape[:2] + (capacity, old.shape[3]), dtype=old.dtype)  # (B, H, C, d_h)
+                new[:, :, :self.length] = old[:, :, :self.length]
+                buffers[i] = new
+        self.capacity = capacity
 
 
 def _attention_output(result: object) -> np.ndarray:
@@ -116,17 +176,15 @@ class CharModel:
     def __init__(self, vocab_size: int, *, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
                  d_mlp: int | None = None, position: str = "rope", max_length: int = 256, seed: int = 0,
                  dtype: str = "float32") -> None:
-        self.vocab_size = _check_int(vocab_size, "vocab_size", minimum=2)
-        self.d_model = _check_int(d_model, "d_model")
-        self.n_heads = _check_int(n_heads, "n_heads")
-        self.n_layers = _check_int(n_layers, "n_layers")
-        self.d_mlp = _check_int(4 * self.d_model if d_mlp is None else d_mlp, "d_mlp")
-        self.max_length = _check_int(max_length, "max_length")
-        self.seed = _check_int(seed, "seed", minimum=0)
-        if position not in POSITIONS:
-            raise ValueError(f"unknown position mechanism {position!r}; choose one of {', '.join(POSITIONS)}")
-        self.position = position
-        self.dtype = np.dtype(dtype)
+        self.vocab_size = check_positive_int(vocab_size, "vocab_size", minimum=2)
+        self.d_model = check_positive_int(d_model, "d_model")
+        self.n_heads = check_positive_int(n_heads, "n_heads")
+        self.n_layers = check_positive_int(n_layers, "n_layers")
+        self.d_mlp = check_positive_int(4 * self.d_model if d_mlp is None else d_mlp, "d_mlp")
+        self.max_length = check_positive_int(max_length, "max_length")
+        self.seed = check_positive_int(seed, "seed", minimum=0)
+        self.position = check_position(position)
+        self.dtype = as_dtype(dtype, kinds="f")
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, got {self.dtype}")
         if self.d_model % self.n_heads:
@@ -272,12 +330,7 @@ class CharModel:
                     q = np.asarray(plugs.position(q, positions), dtype=dt)  # (B, H, L, d_h), rotated by position
                     k = np.asarray(plugs.position(k, positions), dtype=dt)  # (B, H, L, d_h)
             if past is not None:
-                if layer < len(past.keys):
-                    past.keys[layer] = k = np.concatenate([past.keys[layer], k], axis=2)  # (B, H, S, d_h)
-                    past.values[layer] = v = np.concatenate([past.values[layer], v], axis=2)  # (B, H, S, d_h)
-                else:
-                    past.keys.append(k)
-                    past.values.append(v)
+                k, v = past.write(layer, k, v)  # (B, H, S, d_h) each: the text so far, new rows last
             bias = self._bias(layer, n_new, n_keys, plugs)
             if plugs.attention is not None:
                 if bias is not None:
@@ -302,12 +355,14 @@ class CharModel:
             m, xhat2, rstd2 = layer_norm(x_mid, p[n + "ln2_g"], p[n + "ln2_b"])  # (B, L, d)
             h_pre = m @ p[n + "w1"]  # (B, L, f)
             h_pre += p[n + "c1"]
-            h, t = gelu(h_pre)  # (B, L, f)
+            h, t = gelu_unchecked(h_pre)  # (B, L, f)
             if keep is not None:
                 keep.append((xhat1, rstd1, a, q, k, v, w, o, xhat2, rstd2, m, h_pre, t, h))
             x = h @ p[n + "w2"]  # (B, L, d)
             x += p[n + "c2"]
             x += x_mid  # residual
+        if past is not None:
+            past.length = n_keys
         y, xhatf, rstdf = layer_norm(x, p["lnf_g"], p["lnf_b"])  # (B, L, d)
         if keep is not None:
             keep.append((xhatf, rstdf, y))
@@ -315,7 +370,7 @@ class CharModel:
 
     def logits(self, tokens: np.ndarray, *, plugs: Plugs | None = None) -> np.ndarray:
         """(B, L, V) next-character scores at every position of ``tokens`` (B, L)."""
-        return self._run(self.check_tokens(tokens), None, plugs or Plugs(), None)
+        return self._run(self.check_tokens(tokens), None, _plugs(plugs), None)
 
     def attention(self, tokens: np.ndarray) -> list[np.ndarray]:
         """Attention weights of every block: a list of (B, H, L, L) arrays, rows summing to one."""
@@ -325,10 +380,16 @@ class CharModel:
 
     # --- decoding with a key/value cache --------------------------------------------------------
 
-    def prefill(self, tokens: np.ndarray, *, plugs: Plugs | None = None) -> tuple[np.ndarray, KVCache]:
-        """(logits (B, L, V), cache) of a prompt: the cache holds every block's keys and values."""
-        cache = KVCache()
-        return self._run(self.check_tokens(tokens), cache, plugs or Plugs(), None), cache
+    def prefill(self, tokens: np.ndarray, *, plugs: Plugs | None = None,
+                capacity: int | None = None) -> tuple[np.ndarray, KVCache]:
+        """(logits (B, L, V), cache) of a prompt: the cache holds every block's keys and values.
+
+        The cache's buffers have room for ``capacity`` positions (default: the model's
+        ``max_length``, or the prompt's length if longer); a longer text doubles them.
+        """
+        tokens = self.check_tokens(tokens)
+        cache = KVCache(capacity=max(capacity or self.max_length, tokens.shape[1]))
+        return self._run(tokens, cache, _plugs(plugs), None), cache
 
     def extend(self, cache: KVCache, tokens: np.ndarray, *, plugs: Plugs | None = None) -> np.ndarray:
         """Logits (B, n, V) of ``n`` new tokens after those in ``cache``, which grows by them.
@@ -336,17 +397,19 @@ class CharModel:
         Each new query attends to the cached keys and to the new ones at or before it: the same
         logits as a full recomputation of the whole text, for the work of the new rows only.
         """
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be the KVCache that prefill returned, got {type(cache).__name__}")
         tokens = self.check_tokens(tokens, start=cache.length)
-        if cache.keys and cache.keys[0].shape[0] != tokens.shape[0]:
-            raise ValueError(f"the cache holds {cache.keys[0].shape[0]} sequences but {tokens.shape[0]} were given")
-        return self._run(tokens, cache, plugs or Plugs(), None)
+        if cache.batch is not None and cache.batch != tokens.shape[0]:
+            raise ValueError(f"the cache holds {cache.batch} sequences but {tokens.shape[0]} were given")
+        return self._run(tokens, cache, _plugs(plugs), None)
 
     # --- loss and backward -------------------------------------------------------------------
 
     def loss(self, tokens: np.ndarray, targets: np.ndarray, *, plugs: Plugs | None = None) -> float:
         """Mean cross-entropy (nats) over scored positions (targets != -1), float64."""
         tokens = self.check_tokens(tokens)
-        return cross_entropy(self._run(tokens, None, plugs or Plugs(), None), self._targets(tokens, targets))[0]
+        return cross_entropy(self._run(tokens, None, _plugs(plugs), None), self._targets(tokens, targets))[0]
 
     def _targets(self, tokens: np.ndarray, targets: object) -> np.ndarray:
         targets = np.asarray(targets)
@@ -368,6 +431,8 @@ class CharModel:
         """
         tokens = self.check_tokens(tokens)
         targets = self._targets(tokens, targets)
+        if causal_mask is not None:
+            check_callable(causal_mask, "causal_mask")
         keep: list = []
         logits = self._run(tokens, None, Plugs(causal_mask=causal_mask), keep)  # (B, L, V)
         loss, d_logits = cross_entropy(logits, targets)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lessonlib._checks import check_callable, check_flag, check_positive_int, check_real
 from lessonlib._machine import one_blas_thread
 from lessonlib.training.model import AttentionModel
 from lessonlib.training.tasks import check_task
@@ -27,9 +28,14 @@ class Adam:
 
     def __init__(self, params: dict[str, np.ndarray], *, lr: float = 3e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8) -> None:
-        if not lr > 0:
-            raise ValueError(f"the learning rate must be positive, got {lr}")
-        self.params, self.lr, self.betas, self.eps = params, float(lr), betas, eps
+        lr = check_real(lr, "lr", positive=True)
+        if not isinstance(betas, tuple) or len(betas) != 2:
+            raise TypeError(f"betas must be a pair (b1, b2), got {betas!r}")
+        for i, beta in enumerate(betas):
+            if not 0 <= check_real(beta, f"betas[{i}]") < 1:
+                raise ValueError(f"betas[{i}] must lie in [0, 1), got {beta}")
+        eps = check_real(eps, "eps", positive=True)
+        self.params, self.lr, self.betas, self.eps = params, lr, betas, eps
         self.m = {name: np.zeros_like(p) for name, p in params.items()}
         self.v = {name: np.zeros_like(p) for name, p in params.items()}
         self.t = 0
@@ -61,7 +67,17 @@ def _samples(task: object, batch: int, length: int, rng: np.random.Generator) ->
     return tokens, targets
 
 
-def _check_vocab(model: AttentionModel, task: object) -> None:
+# What train() and predictions() use of a model.
+_TRAINED = ("vocab_size", "params", "loss_and_grads", "position", "max_length", "check_tokens")
+_EVALUATED = ("vocab_size", "logits")
+
+
+def _check_vocab(model: AttentionModel, task: object, uses: tuple[str, ...]) -> None:
+    """Refuse a model that lacks what ``uses`` names (e.g. not a model at all), or a task it cannot read."""
+    missing = [name for name in uses if not hasattr(model, name)]
+    if missing:
+        raise TypeError(f"model must be a model such as AttentionModel or CharModel; {type(model).__name__} has no "
+                        f"{', '.join(missing)}")
     check_task(task)
     if task.vocab_size > model.vocab_size:
         raise ValueError(f"the task uses {task.vocab_size} token ids but the model's vocabulary has only "
@@ -79,10 +95,15 @@ def train(model: AttentionModel, task: object, *, steps: int, batch_size: int = 
     ``callback(step, loss)``, if given, runs after each step; returning True ends training there
     (the history then holds the steps taken).
     """
-    _check_vocab(model, task)
-    for name, value in (("steps", steps), ("batch_size", batch_size), ("length", length)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    _check_vocab(model, task, _TRAINED)
+    steps = check_positive_int(steps, "steps")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    length = check_positive_int(length, "length")
+    lr = check_real(lr, "lr", positive=True)
+    seed = check_positive_int(seed, "seed", minimum=0)
+    progress = check_flag(progress, "progress")
+    if callback is not None:
+        check_callable(callback, "callback")
     if model.position == "learned" and length > model.max_length:
         model.check_tokens(np.zeros((1, length), dtype=int))  # raises, naming the table's size
     rng = np.random.default_rng([1, seed])  # a stream of its own: accuracy() draws from [2, seed]
@@ -120,7 +141,11 @@ def train(model: AttentionModel, task: object, *, steps: int, batch_size: int = 
 def predictions(model: AttentionModel, task: object, *, length: int, n: int = 512, seed: int = 0,
                 batch: int = 128) -> tuple[np.ndarray, np.ndarray]:
     """(correct, scored), both boolean (n, length): which scored positions the model predicts right."""
-    _check_vocab(model, task)
+    _check_vocab(model, task, _EVALUATED)
+    length = check_positive_int(length, "length")
+    n = check_positive_int(n, "n")
+    seed = check_positive_int(seed, "seed", minimum=0)
+    batch = check_positive_int(batch, "batch")
     rng = np.random.default_rng([2, seed])
     correct, scored = [], []
     with one_blas_thread():

@@ -24,9 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from lessonlib._checks import check_flag, check_positive_int
 from lessonlib.attention import masked_softmax, softmax
 from lessonlib.masks import causal_mask
-from lessonlib.position import alibi_slopes, relative_position_bucket, rope, sinusoidal_positions
+from lessonlib.position import BeyondTableError, alibi_slopes, relative_position_bucket, rope, sinusoidal_positions
 from lessonlib.training import checkpoint
 
 POSITIONS = ("none", "sinusoidal", "learned", "rope", "alibi", "relative")
@@ -38,8 +39,11 @@ RELATIVE_BUCKETS = 32
 RELATIVE_MAX_DISTANCE = 128
 
 
-class BeyondTableError(IndexError, ValueError):
-    """A sequence is longer than a learned position table has rows for."""
+def check_position(position: object) -> str:
+    """Refuse a position mechanism that is not one of POSITIONS, listing them."""
+    if not isinstance(position, str) or position not in POSITIONS:
+        raise ValueError(f"unknown position mechanism {position!r}; choose one of {', '.join(POSITIONS)}")
+    return position
 
 
 @dataclass
@@ -59,14 +63,6 @@ class _Cache:
     tokens: np.ndarray  # (B, L)
     layers: list[_LayerCache] = field(default_factory=list)
     final: np.ndarray | None = None  # (B, L, d) input of the output projection
-
-
-def _check_int(value: object, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
-    return int(value)
 
 
 class AttentionModel:
@@ -92,18 +88,14 @@ class AttentionModel:
         max_length: int = 64,
         seed: int = 0,
     ) -> None:
-        self.vocab_size = _check_int(vocab_size, "vocab_size", minimum=2)
-        self.d_model = _check_int(d_model, "d_model")
-        self.n_heads = _check_int(n_heads, "n_heads")
-        self.n_layers = _check_int(n_layers, "n_layers")
-        self.max_length = _check_int(max_length, "max_length")
-        self.seed = _check_int(seed, "seed", minimum=0)
-        if position not in POSITIONS:
-            raise ValueError(f"unknown position mechanism {position!r}; choose one of {', '.join(POSITIONS)}")
-        self.position = position
-        if not isinstance(causal, (bool, np.bool_)):
-            raise TypeError(f"causal must be True or False, got {causal!r}")
-        self.causal = bool(causal)
+        self.vocab_size = check_positive_int(vocab_size, "vocab_size", minimum=2)
+        self.d_model = check_positive_int(d_model, "d_model")
+        self.n_heads = check_positive_int(n_heads, "n_heads")
+        self.n_layers = check_positive_int(n_layers, "n_layers")
+        self.max_length = check_positive_int(max_length, "max_length")
+        self.seed = check_positive_int(seed, "seed", minimum=0)
+        self.position = check_position(position)
+        self.causal = check_flag(causal, "causal")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} does not split into n_heads={self.n_heads} equal heads")
         self.d_head = self.d_model // self.n_heads

@@ -16,11 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lessonlib._checks import array_bytes, check_positive_int, check_rng, refuse_oversized
 
-def _check_sizes(batch: int, length: int) -> None:
-    for name, value in (("batch", batch), ("length", length)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+def _check_sizes(batch: int, length: int, rng: np.random.Generator) -> None:
+    """Refuse a batch or length that is not a positive integer, or one whose arrays would not fit."""
+    check_positive_int(batch, "batch")
+    check_positive_int(length, "length")
+    check_rng(rng)
+    refuse_oversized(array_bytes((batch, length), np.int64, 3), f"a batch of {batch} sequences of length {length}",
+                     "Draw fewer or shorter sequences.")
 
 
 @dataclass(frozen=True)
@@ -30,13 +35,17 @@ class CopyBack:
     vocab_size: int = 16
     k: int = 1
 
+    def __post_init__(self) -> None:
+        check_positive_int(self.vocab_size, "vocab_size", minimum=2)
+        check_positive_int(self.k, "k")
+
     @property
     def name(self) -> str:
         return "previous token" if self.k == 1 else f"copy the token {self.k} back"
 
     def sample(self, batch: int, length: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """tokens uniform over the vocabulary (B, L); targets[:, i] = tokens[:, i - k], -1 for i < k."""
-        _check_sizes(batch, length)
+        _check_sizes(batch, length, rng)
         tokens = rng.integers(0, self.vocab_size, size=(batch, length))  # (B, L)
         targets = np.full((batch, length), -1)  # (B, L)
         targets[:, self.k:] = tokens[:, : length - self.k]
@@ -53,13 +62,16 @@ class Mode:
 
     vocab_size: int = 8
 
+    def __post_init__(self) -> None:
+        check_positive_int(self.vocab_size, "vocab_size", minimum=2)
+
     @property
     def name(self) -> str:
         return "most frequent token"
 
     def sample(self, batch: int, length: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """tokens (B, L) with a unique most frequent token; targets (B, L) all equal to it."""
-        _check_sizes(batch, length)
+        _check_sizes(batch, length, rng)
         tokens = rng.integers(0, self.vocab_size, size=(batch, length))  # (B, L)
         for row in tokens:
             counts = np.bincount(row, minlength=self.vocab_size)  # (V,)

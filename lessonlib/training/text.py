@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lessonlib._checks import as_array
+
 CORPUS_PATH = Path(__file__).resolve().parent / "data" / "tinyshakespeare.txt"
 CORPUS_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 TRAIN_FRACTION = 0.9
@@ -48,15 +50,19 @@ class Vocabulary:
 
     def encode(self, text: str) -> np.ndarray:
         """(len(text),) int64 ids; a character outside the vocabulary is refused, by name."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
         try:
             return np.array([self._ids[c] for c in text], dtype=np.int64)
         except KeyError as err:
-            raise ValueError(f"character {err.args[0]!r} is not in the vocabulary of {self.size} characters "
+            raise ValueError(f"text: character {err.args[0]!r} is not in the vocabulary of {self.size} characters "
                              f"this model was trained on: {self.chars!r}") from None
 
     def decode(self, ids: np.ndarray | list[int]) -> str:
-        """The text of a sequence of ids."""
-        ids = np.asarray(ids)
+        """The text of a sequence of ids (none gives "")."""
+        ids = as_array(ids, "ids")
+        if ids.size and ids.dtype.kind not in "iu":
+            raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
         if ids.size and (ids.min() < 0 or ids.max() >= self.size):
             raise ValueError(f"id {int(ids.max()) if ids.max() >= self.size else int(ids.min())} is outside the "
                              f"vocabulary (0..{self.size - 1})")

@@ -1182,7 +1182,7 @@ WRONG = [
     ("saturated_share", "saturation_unscaled", learner.saturated_unscaled),
     ("saturated_share", "saturation_over_queries", learner.saturated_over_queries),
     ("saturated_share", "saturation_count", learner.saturated_count),
-    ("saturated_share", "saturation_mean_weight", learner.saturated_mean_of_max),
+    ("saturated_share", "saturation_strict_threshold", learner.saturated_strict),
     ("t5_bucket", "bucket_offset_sign", learner.t5_lesson_offset),
     ("t5_bucket", "bucket_halved", learner.t5_bidirectional_half),
     ("t5_bucket", "bucket_log_rounded", learner.t5_rounded),
@@ -1372,4 +1372,19 @@ WRONG += [
     ("cached_attention_step", "cache_mask_top_left", learner.step_plain_tril),
     ("cached_attention_step", "whole_cache_scored", learner.step_mask_the_buffer),
     ("cached_attention_step", "whole_cache_scored", step_whole_buffer_unmasked),
+]
+
+# The diagnoses that name the slips of learner_answers.KIND_WRONG, each with one answer that carries it.
+WRONG += [
+    ("masked_softmax", "normalised_over_wrong_axis", learner.masked_axis_zero),
+    ("apply_rope", "rope_output_in_halves", learner.rope_split_joined_in_halves),
+    ("is_order_sensitive", "order_tolerance_too_loose", learner.order_loose_tolerance),
+    ("alibi_weights", "alibi_over_queries", learner.alibi_softmax_over_queries),
+    ("leaks_future", "perturbations_accumulate", learner.leaks_copy_that_is_not),
+    ("leaks_future", "leak_tolerance_too_loose", learner.leaks_loose_tolerance),
+    ("heads_by_slices", "heads_softmax_over_queries", learner.heads_softmax_axis_one),
+    ("online_softmax", "online_last_block_skipped", learner.online_last_block_skipped),
+    ("exclusion_effects", "exclusions_accumulate", learner.exclusion_scores_not_copied),
+    ("changed_predictions", "target_zero_skipped", learner.changed_targets_above_zero),
+    ("cached_attention_step", "step_softmax_over_queries", learner.step_softmax_over_new_queries),
 ]

@@ -716,64 +716,64 @@ def heads_averaged(x, w_q, w_k, w_v, w_o, n_heads):
     return np.mean(maps, axis=0) @ (x @ w_v) @ w_o
 
 
-# --- saturated_share (new) -------------------------------------------------------------------------
+# --- saturated_share: the share of queries the scaling rescues -------------------------------------
+
+
+def _largest(scores):
+    w = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return (w / w.sum(axis=1, keepdims=True)).max(axis=1)
 
 
 def saturated_vectorised(query, key, threshold):
-    s = query @ key.T / np.sqrt(key.shape[1])
-    w = np.exp(s - s.max(axis=1, keepdims=True))
-    w /= w.sum(axis=1, keepdims=True)
-    return float((w.max(axis=1) >= threshold).mean())
+    raw = query @ key.T
+    return float(np.mean((_largest(raw) >= threshold) & (_largest(raw / np.sqrt(key.shape[1])) < threshold)))
 
 
 def saturated_loop(query, key, threshold):
-    hits = 0
+    rescued = 0
     for q in query:
-        s = [float(q @ k) / math.sqrt(len(q)) for k in key]
-        top = max(s)
-        e = [math.exp(x - top) for x in s]
-        hits += max(e) / sum(e) >= threshold
-    return hits / len(query)
+        for scale, want in ((1.0, True), (1.0 / math.sqrt(len(q)), False)):
+            s = [float(q @ k) * scale for k in key]
+            e = [math.exp(x - max(s)) for x in s]
+            if (max(e) / sum(e) >= threshold) != want:
+                break
+        else:
+            rescued += 1
+    return rescued / len(query)
 
 
 def saturated_from_gap(query, key, threshold):
     """Largest weight = 1 / sum exp(s_j - s_max), computed from the gaps to the top score."""
-    s = query @ key.T / math.sqrt(key.shape[-1])
-    top = 1.0 / np.exp(s - s.max(-1, keepdims=True)).sum(-1)
-    return np.count_nonzero(top >= threshold) / len(top)
+    raw = query @ key.T
+
+    def top(s):
+        return 1.0 / np.exp(s - s.max(-1, keepdims=True)).sum(-1)
+
+    rescued = (top(raw) >= threshold) & ~(top(raw / math.sqrt(key.shape[-1])) >= threshold)
+    return np.count_nonzero(rescued) / len(rescued)
 
 
 def saturated_unscaled(query, key, threshold):
-    s = query @ key.T
-    w = np.exp(s - s.max(axis=1, keepdims=True))
-    w /= w.sum(axis=1, keepdims=True)
-    return float((w.max(axis=1) >= threshold).mean())
+    """Every query saturated without the scaling, rescued or not."""
+    return float((_largest(query @ key.T) >= threshold).mean())
 
 
 def saturated_count(query, key, threshold):
-    s = query @ key.T / np.sqrt(key.shape[1])
-    w = np.exp(s - s.max(axis=1, keepdims=True))
-    w /= w.sum(axis=1, keepdims=True)
-    return int((w.max(axis=1) >= threshold).sum())
-
-
-def saturated_mean_of_max(query, key, threshold):
-    s = query @ key.T / np.sqrt(key.shape[1])
-    w = np.exp(s - s.max(axis=1, keepdims=True))
-    return float((w / w.sum(axis=1, keepdims=True)).max(axis=1).mean())
+    raw = query @ key.T
+    return int(((_largest(raw) >= threshold) & (_largest(raw / np.sqrt(key.shape[1])) < threshold)).sum())
 
 
 def saturated_all_weights(query, key, threshold):
-    """The share of all weights at or above the threshold, not of queries."""
-    s = query @ key.T / np.sqrt(key.shape[1])
+    """The share of all raw weights at or above the threshold, not of queries."""
+    s = query @ key.T
     w = np.exp(s - s.max(axis=1, keepdims=True))
     w /= w.sum(axis=1, keepdims=True)
     return float((w >= threshold).mean())
 
 
 def saturated_entropy(query, key, threshold):
-    """Low entropy taken for saturation: the share of rows with entropy below 1 - threshold."""
-    s = query @ key.T / np.sqrt(key.shape[1])
+    """Low entropy taken for saturation: the share of rows with entropy below 1 - threshold, raw."""
+    s = query @ key.T
     w = np.exp(s - s.max(axis=1, keepdims=True))
     w /= w.sum(axis=1, keepdims=True)
     h = -(w * np.log(np.maximum(w, 1e-300))).sum(axis=1)
@@ -862,7 +862,6 @@ LEARNER_WRONG += [
     ("heads_by_slices", set(), heads_averaged),
     ("saturated_share", {"saturation_unscaled"}, saturated_unscaled),
     ("saturated_share", {"saturation_count"}, saturated_count),
-    ("saturated_share", {"saturation_mean_weight"}, saturated_mean_of_max),
     ("saturated_share", set(), saturated_all_weights),
     ("saturated_share", set(), saturated_entropy),
     ("t5_bucket", {"bucket_offset_sign"}, t5_lesson_offset),
@@ -887,10 +886,12 @@ def heads_unscaled(x, w_q, w_k, w_v, w_o, n_heads):
 
 
 def saturated_over_queries(query, key, threshold):
-    s = query @ key.T / np.sqrt(key.shape[1])
-    w = np.exp(s - s.max(axis=0, keepdims=True))
-    w /= w.sum(axis=0, keepdims=True)
-    return float((w.max(axis=1) >= threshold).mean())
+    def top(scores):
+        w = np.exp(scores - scores.max(axis=0, keepdims=True))
+        return (w / w.sum(axis=0, keepdims=True)).max(axis=1)
+
+    raw = query @ key.T
+    return float(((top(raw) >= threshold) & (top(raw / np.sqrt(key.shape[1])) < threshold)).mean())
 
 
 # --- cached_attention_step ---------------------------------------------------------------------------
@@ -1000,3 +1001,803 @@ LEARNER_WRONG += [
     ("cached_attention_step", set(), step_concatenated_to_buffer),
     ("cached_attention_step", set(), step_unscaled),
 ]
+
+
+# === one slip of a known kind per answer, every exercise ===========================================
+
+# --- scaled_dot_product_attention
+def sdpa_axis_zero(query, key, value):
+    """K1: the softmax's sums taken over axis 0, the first axis, whatever it holds."""
+    s = query @ np.swapaxes(key, -1, -2) / math.sqrt(key.shape[-1])
+    e = np.exp(s - s.max(axis=0, keepdims=True))
+    w = e / e.sum(axis=0, keepdims=True)
+    return w @ value if value.ndim == key.ndim else w @ value, w
+
+
+def sdpa_overflow_guarded(query, key, value):
+    """K5: no maximum subtracted, and the NaN that overflow gives replaced by zeros."""
+    e = np.exp(query @ np.swapaxes(key, -1, -2) / np.sqrt(query.shape[-1]))
+    w = np.nan_to_num(e / e.sum(axis=-1, keepdims=True))
+    return w @ value, w
+
+
+def sdpa_scaled_in_place(query, key, value):
+    """K9: the queries scaled in place, the caller's array with them."""
+    query /= np.sqrt(key.shape[-1])
+    s = query @ np.swapaxes(key, -1, -2)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    w = e / e.sum(axis=-1, keepdims=True)
+    return w @ value, w
+
+
+def sdpa_epsilon_denominator(query, key, value):
+    """K5: an epsilon in the denominator 'in case a row sums to zero', far too large for float64."""
+    s = query @ np.swapaxes(key, -1, -2) / np.sqrt(key.shape[-1])
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    w = e / (e.sum(axis=-1, keepdims=True) + 1e-3)
+    return w @ value, w
+
+
+
+# --- q1_context
+
+# --- masked_softmax
+def masked_axis_zero(scores, allowed):
+    """K1: the column sums: axis 0 instead of the last."""
+    s = np.where(allowed, scores, -np.inf)
+    top = np.max(s, axis=0, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    e = np.exp(s - top)
+    total = e.sum(axis=0, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def masked_renormalised_guarded(scores, allowed):
+    """K5: zeroed after the softmax, renormalised, and 0 / 0 guarded to 0."""
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    p = np.where(allowed, e / e.sum(axis=-1, keepdims=True), 0.0)
+    total = p.sum(axis=-1, keepdims=True)
+    return np.divide(p, total, out=np.zeros_like(p), where=total > 0)
+
+
+def masked_fill_in_place(scores, allowed):
+    """K9: the disallowed scores overwritten in the caller's array."""
+    scores[~np.broadcast_to(allowed, scores.shape)] = -np.inf
+    top = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - np.where(np.isfinite(top), top, 0.0))
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def masked_loose_zero_test(scores, allowed):
+    """K2: a row counted as empty when its largest weight is tiny, not when no key is allowed."""
+    s = np.where(allowed, scores, -np.inf)
+    top = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(top), top, 0.0))
+    w = e / np.maximum(e.sum(axis=-1, keepdims=True), 1e-300)
+    return np.where(w.max(axis=-1, keepdims=True) < 0.5, 0.0, w)
+
+
+
+# --- causal_mask
+def causal_strictly_greater(length):
+    """K8: `>` where "at or before" was asked: i - j > 0."""
+    i = np.arange(length)
+    return (i[:, None] - i[None, :]) > 0
+
+
+def causal_axes_swapped(length):
+    """K1: the query index on the key axis: row j, column i."""
+    i = np.arange(length)
+    return i[None, :] >= i[:, None]
+
+
+def causal_flipped_left_right(length):
+    """np.fliplr to 'turn the triangle the right way'."""
+    return np.fliplr(np.tril(np.ones((length, length), dtype=bool)))
+
+
+
+# --- padding_mask
+def padding_more_than_j_plus_one(lengths, max_length):
+    """K8: real when lengths > j + 1, where lengths[b] must be at least j + 1."""
+    return np.asarray(lengths)[:, None] > np.arange(max_length)[None, :] + 1
+
+
+def padding_at_least_j(lengths, max_length):
+    """K8 the other way: lengths >= j, one real token too many."""
+    return np.asarray(lengths)[:, None] >= np.arange(max_length)[None, :]
+
+
+def padding_shared_row(lengths, max_length):
+    """K3: one row object repeated, so every sequence gets every sequence's real tokens."""
+    rows = [[False] * max_length] * len(lengths)
+    for b, n in enumerate(lengths):
+        for j in range(n):
+            rows[b][j] = True
+    return np.array(rows)
+
+
+def padding_transposed(lengths, max_length):
+    """K1: (max_length, batch): positions on axis 0."""
+    return np.arange(max_length)[:, None] < np.asarray(lengths)[None, :]
+
+
+
+# --- cached_causal_mask
+def cached_first_real_strict(lengths, n_queries):
+    """K8: a key real when j > S - lengths[b], where "at least" was meant."""
+    lengths = np.asarray(lengths)
+    s = int(lengths.max())
+    j = np.arange(s)
+    pos = s - n_queries + np.arange(n_queries)
+    return (j[None, None, :] > (s - lengths)[:, None, None]) & (j[None, None, :] <= pos[None, :, None])
+
+
+def cached_batch_last(lengths, n_queries):
+    """K1: built as (n_queries, S, B), the batch on the last axis."""
+    lengths = np.asarray(lengths)
+    s = int(lengths.max())
+    j = np.arange(s)
+    real = j[:, None] >= (s - lengths)[None, :]  # (S, B)
+    causal = j[None, :] <= (s - n_queries + np.arange(n_queries))[:, None]  # (L, S)
+    return causal[:, :, None] & real[None, :, :]
+
+
+def cached_one_mask_for_all(lengths, n_queries):
+    """K3: one array reused for every sequence, so each sequence's padding is blocked in all."""
+    lengths = np.asarray(lengths)
+    s = int(lengths.max())
+    base = np.tril(np.ones((s, s), dtype=bool))[-n_queries:]  # (L, S)
+    masks = [base] * len(lengths)
+    for b, n in enumerate(lengths):
+        masks[b][:, : s - n] = False
+    return np.stack(masks)
+
+
+
+# --- sinusoidal_positions
+def sinus_log_from_column(n_positions, d_model):
+    """K7: the frequencies through exp and log, with the column index where the pair index belongs."""
+    col = np.arange(d_model)
+    inv = np.exp(-np.log(10000.0) * col / d_model)  # (d,)
+    angle = np.arange(n_positions)[:, None] * inv[None, :]
+    out = np.sin(angle)
+    out[:, 1::2] = np.cos(angle[:, 1::2])
+    return out
+
+
+def sinus_split_then_joined(n_positions, d_model):
+    """K6: sines of the even columns and cosines of the odd ones, joined side by side."""
+    i = np.arange(0, d_model, 2)
+    angle = np.arange(n_positions)[:, None] / 10000.0 ** (i / d_model)
+    return np.concatenate([np.sin(angle), np.cos(angle)], axis=1)
+
+
+def sinus_positions_on_columns(n_positions, d_model):
+    """K1: positions along axis 1, then transposed only when the table came out square."""
+    i = np.arange(0, d_model, 2)
+    angle = np.arange(n_positions)[None, :] / 10000.0 ** (i[:, None] / d_model)  # (d/2, n)
+    pe = np.zeros((d_model, n_positions))
+    pe[0::2], pe[1::2] = np.sin(angle), np.cos(angle)
+    return pe
+
+
+
+# --- apply_rope
+def rope_split_joined_in_halves(x, positions):
+    """K6: the interleaved pairs rotated, then written back as all firsts, then all seconds."""
+    d = x.shape[-1]
+    theta = np.asarray(positions, dtype=float)[:, None] * 10000.0 ** (-np.arange(0, d, 2) / d)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return np.concatenate([a * np.cos(theta) - b * np.sin(theta), a * np.sin(theta) + b * np.cos(theta)], axis=-1)
+
+
+def rope_log_from_column(x, positions):
+    """K7: exp(-log(10000) * i / d) with i the pair index: the factor 2 lost on the way through the log."""
+    d = x.shape[-1]
+    inv = np.exp(-math.log(10000.0) * np.arange(d // 2) / d)
+    theta = np.asarray(positions, dtype=float)[:, None] * inv
+    out = np.empty_like(x)
+    out[..., 0::2] = x[..., 0::2] * np.cos(theta) - x[..., 1::2] * np.sin(theta)
+    out[..., 1::2] = x[..., 0::2] * np.sin(theta) + x[..., 1::2] * np.cos(theta)
+    return out
+
+
+def rope_rotated_in_place(x, positions):
+    """K3 and K9: the first coordinates overwritten in x, then read again for the second ones."""
+    d = x.shape[-1]
+    theta = np.asarray(positions, dtype=float)[:, None] * 10000.0 ** (-np.arange(0, d, 2) / d)
+    a, b = x[..., 0::2], x[..., 1::2]  # views of x
+    a[...] = a * np.cos(theta) - b * np.sin(theta)
+    b[...] = a * np.sin(theta) + b * np.cos(theta)
+    return x
+
+
+
+# --- is_order_sensitive
+def order_undone_the_wrong_way(layer, x):
+    """K4: the inverse permutation applied to the unpermuted outputs, where p itself belongs."""
+    p = np.roll(np.arange(x.shape[1]), 1)
+    return not np.allclose(layer(x[:, p]), layer(x)[:, np.argsort(p)])
+
+
+def order_undone_on_batch_axis(layer, x):
+    """K4: the permutation undone on axis 0, the sequences of the batch."""
+    p = np.roll(np.arange(x.shape[1]), 1)
+    undo = np.argsort(p)
+    return not np.allclose(layer(x[:, p])[undo], layer(x))
+
+
+def order_loose_tolerance(layer, x):
+    """K2: a tolerance of 0.05, 'to be safe from rounding'."""
+    p = np.random.default_rng(0).permutation(x.shape[1])
+    return not np.allclose(layer(x[:, p]), layer(x)[:, p], atol=0.05, rtol=0.05)
+
+
+
+# --- alibi_slopes
+def alibi_logspace_from_one(n_heads):
+    """K7: np.logspace from 2**0: the first head at slope 1, the last at 2**-8."""
+    return np.logspace(0, -8, n_heads, base=2.0)
+
+
+def alibi_base_e(n_heads):
+    """K7: exp and log without base 2."""
+    return np.exp(-8.0 * np.arange(1, n_heads + 1) / n_heads)
+
+
+def alibi_heads_from_zero(n_heads):
+    return np.array([2.0 ** (-8.0 * h / n_heads) for h in range(n_heads)])
+
+
+
+# --- alibi_weights
+def alibi_distance_greater_than_zero(scores, head, n_heads):
+    """K8: keys with i - j > 0, where "at or before" (>= 0) was asked; a row with none guarded to zeros."""
+    n_q, n_k = scores.shape
+    d = np.arange(n_k - n_q, n_k)[:, None] - np.arange(n_k)[None, :]
+    m = 2.0 ** (-8.0 * (head + 1) / n_heads)
+    s = np.where(d > 0, scores - m * d, -np.inf)
+    top = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(top), top, 0.0))
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def alibi_softmax_over_queries(scores, head, n_heads):
+    """K1: the causal softmax taken down the columns."""
+    n_q, n_k = scores.shape
+    d = np.arange(n_k - n_q, n_k)[:, None] - np.arange(n_k)[None, :]
+    s = np.where(d >= 0, scores - 2.0 ** (-8.0 * (head + 1) / n_heads) * d, -np.inf)
+    top = s.max(axis=0, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(top), top, 0.0))
+    total = e.sum(axis=0, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def alibi_biased_in_place(scores, head, n_heads):
+    """K9: the bias subtracted from the caller's scores."""
+    n_q, n_k = scores.shape
+    d = np.arange(n_k - n_q, n_k)[:, None] - np.arange(n_k)[None, :]
+    scores -= 2.0 ** (-8.0 * (head + 1) / n_heads) * d
+    scores[d < 0] = -np.inf
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def alibi_slope_from_list(scores, head, n_heads):
+    """The slopes listed as 1/2, 1/4, ... whatever the number of heads."""
+    n_q, n_k = scores.shape
+    d = np.arange(n_k - n_q, n_k)[:, None] - np.arange(n_k)[None, :]
+    s = np.where(d >= 0, scores - 0.5 ** (head + 1) * d, -np.inf)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+
+# --- t5_bucket
+def t5_log_of_distance_over_log_max(distance, n_buckets, max_distance):
+    """K7: log(d) / log(max_distance): the scale measured from distance 1 at both ends."""
+    d = np.asarray(distance)
+    exact = n_buckets // 2
+    log_part = exact + np.floor(np.log(np.maximum(d, 1)) / np.log(max_distance) * (n_buckets - exact)).astype(int)
+    return np.where(d < exact, d, np.minimum(log_part, n_buckets - 1))
+
+
+def t5_last_bucket_past_max(distance, n_buckets, max_distance):
+    """K8: the last bucket from past max_distance (>), where "from max_distance on" was asked."""
+    d = np.asarray(distance)
+    exact = n_buckets // 2
+    place = np.log(np.maximum(d, 1) / exact) / np.log(max_distance / exact)
+    log_part = exact + (place * (n_buckets - exact)).astype(int)
+    return np.where(d < exact, d, np.where(d > max_distance, n_buckets - 1, log_part))
+
+
+def t5_exact_up_to_exact(distance, n_buckets, max_distance):
+    """K8: exact buckets up to and including exact, and the log part from exact + 1."""
+    d = np.asarray(distance)
+    exact = n_buckets // 2
+    log_part = exact + 1 + np.floor(np.log(np.maximum(d, 1) / exact) / np.log(max_distance / exact)
+                                    * (n_buckets - exact - 1)).astype(int)
+    return np.where(d <= exact, d, np.minimum(log_part, n_buckets - 1))
+
+
+
+# --- leaks_future
+def leaks_copy_that_is_not(layer, length, n_queries, d_model):
+    """K3: `changed = x` makes no copy, so every change stays for the next position."""
+    x = np.random.default_rng(0).normal(size=(length, d_model))
+    before = layer(x)
+    first = length - n_queries
+    for t in range(first + 1, length):
+        changed = x
+        changed[t] += 1.0
+        if not np.allclose(layer(changed)[:t - first], before[:t - first]):
+            return True
+    return False
+
+
+def leaks_loose_tolerance(layer, length, n_queries, d_model):
+    """K2: a tolerance of 0.01, 'to be safe'."""
+    x = np.random.default_rng(0).normal(size=(length, d_model))
+    first = length - n_queries
+    out = layer(x)
+    for t in range(first + 1, length):
+        y = x.copy()
+        y[t] = np.random.default_rng(t).normal(size=d_model)
+        if np.abs(layer(y)[:t - first] - out[:t - first]).max() > 0.01:
+            return True
+    return False
+
+
+def leaks_rows_from_t(layer, length, n_queries, d_model):
+    """The rows at and after t compared, where the rows before t were meant."""
+    x = np.random.default_rng(0).normal(size=(length, d_model))
+    first = length - n_queries
+    out = layer(x)
+    for t in range(first + 1, length):
+        y = x.copy()
+        y[t] += 1.0
+        if not np.allclose(layer(y)[t - first:], out[t - first:]):
+            return True
+    return False
+
+
+def leaks_tiny_perturbation(layer, length, n_queries, d_model):
+    """A perturbation of 1e-12 'so as not to disturb the layer', below allclose's tolerance."""
+    x = np.random.default_rng(0).normal(size=(length, d_model))
+    first = length - n_queries
+    out = layer(x)
+    for t in range(first + 1, length):
+        y = x.copy()
+        y[t] += 1e-12
+        if not np.allclose(layer(y)[:t - first], out[:t - first]):
+            return True
+    return False
+
+
+
+# --- mask_polarity
+def _weights_for(attention_fn, mask_row):
+    """Weights of one query over len(mask_row) keys, q = k = 0, value = eye."""
+    s = len(mask_row)
+    out = attention_fn(np.zeros((1, 1, 2)), np.zeros((1, s, 2)), np.eye(s)[None], np.asarray([mask_row], dtype=float))
+    return np.asarray(out, dtype=float)[0, 0]
+
+
+def polarity_loose_zero(attention_fn):
+    """K2: a weight below 0.3 taken for a blocked key."""
+    w = _weights_for(attention_fn, [0.0, 1.0])
+    if w[0] < 0.3 and w[1] >= 0.3:
+        return "attend"
+    if w[1] < 0.3 and w[0] >= 0.3:
+        return "blocked"
+    return "additive"
+
+
+def polarity_guarded_empty_row(attention_fn):
+    """K5: a row where every key is marked 1, its NaN guarded to 0: an empty output read as 'all blocked'."""
+    w = np.nan_to_num(_weights_for(attention_fn, [1.0, 1.0]))
+    if np.allclose(w, 0.0):
+        return "blocked"
+    w = np.nan_to_num(_weights_for(attention_fn, [0.0, 1.0]))
+    if w[0] > 1e-6 and w[1] > 1e-6:
+        return "additive"
+    return "attend"
+
+
+def polarity_value_of_ones(attention_fn):
+    """value = ones: every output is 1 whatever the weights, so no key ever looks blocked."""
+    out = np.asarray(attention_fn(np.zeros((1, 1, 2)), np.zeros((1, 2, 2)), np.ones((1, 2, 1)),
+                                  np.array([[0.0, 1.0]])), dtype=float)
+    if np.isnan(out).any() or np.allclose(out, 0.0):
+        return "blocked"
+    return "attend"
+
+
+def _sm(s, axis=-1):
+    e = np.exp(s - s.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+
+# --- heads_by_slices (every head at once)
+def heads_strided_split_contiguous_join(x, w_q, w_k, w_v, w_o, n_heads):
+    """K6: reshape(n, d_head, H) to split, and a plain reshape back: each head's columns come back as a block."""
+    n = x.shape[0]
+    split = lambda m: (x @ m).reshape(n, -1, n_heads).transpose(2, 0, 1)  # noqa: E731  (H, n, d_head)
+    q, k, v = split(w_q), split(w_k), split(w_v)
+    w = _sm(q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1]))
+    return (w @ v).transpose(1, 0, 2).reshape(n, -1) @ w_o
+
+
+def heads_joined_on_wrong_axes(x, w_q, w_k, w_v, w_o, n_heads):
+    """K4: the heads transposed back to (n, d_head, H) before the reshape: their columns interleaved."""
+    n = x.shape[0]
+    d_head = w_q.shape[1] // n_heads
+    split = lambda m: (x @ m).reshape(n, n_heads, d_head).transpose(1, 0, 2)  # noqa: E731
+    q, k, v = split(w_q), split(w_k), split(w_v)
+    w = _sm(q @ k.transpose(0, 2, 1) / math.sqrt(d_head))
+    return (w @ v).transpose(1, 2, 0).reshape(n, -1) @ w_o
+
+
+def heads_softmax_axis_one(x, w_q, w_k, w_v, w_o, n_heads):
+    """K1: softmax over axis 1 of the (H, n, n) scores: right for one (n, n) matrix, the queries here."""
+    n = x.shape[0]
+    d_head = w_q.shape[1] // n_heads
+    split = lambda m: (x @ m).reshape(n, n_heads, d_head).transpose(1, 0, 2)  # noqa: E731
+    q, k, v = split(w_q), split(w_k), split(w_v)
+    w = _sm(q @ k.transpose(0, 2, 1) / math.sqrt(d_head), axis=1)
+    return (w @ v).transpose(1, 0, 2).reshape(n, -1) @ w_o
+
+
+def heads_reshape_without_transpose(x, w_q, w_k, w_v, w_o, n_heads):
+    """(n, H * d_head) reshaped straight to (H, n, d_head): the rows of tokens cut across heads."""
+    n = x.shape[0]
+    d_head = w_q.shape[1] // n_heads
+    q, k, v = ((x @ m).reshape(n_heads, n, d_head) for m in (w_q, w_k, w_v))
+    w = _sm(q @ k.transpose(0, 2, 1) / math.sqrt(d_head))
+    return (w @ v).reshape(n, -1) @ w_o
+
+
+
+# --- saturated_share (rescued)
+def saturated_strict(query, key, threshold):
+    """K8: > where "at least" was asked."""
+    raw = query @ key.T
+    top_raw = _sm(raw).max(axis=1)
+    top_scaled = _sm(raw / math.sqrt(key.shape[1])).max(axis=1)
+    return float(np.mean((top_raw > threshold) & (top_scaled <= threshold)))
+
+
+def saturated_axis_zero(query, key, threshold):
+    """K1: the softmax of each column."""
+    raw = query @ key.T
+    a = _sm(raw, axis=0).max(axis=1)
+    b = _sm(raw / np.sqrt(key.shape[1]), axis=0).max(axis=1)
+    return float(((a >= threshold) & (b < threshold)).mean())
+
+
+def saturated_log_weights(query, key, threshold):
+    """K7: log-weights compared with the threshold itself, not with its log."""
+    def log_top(s):
+        shifted = s - s.max(axis=1, keepdims=True)
+        return (shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))).max(axis=1)
+    raw = query @ key.T
+    return float(np.mean((log_top(raw) >= threshold) & (log_top(raw / np.sqrt(key.shape[1])) < threshold)))
+
+
+def saturated_scaled_only(query, key, threshold):
+    """The saturated share after the scaling, the question 01's table answers on average."""
+    top = _sm(query @ key.T / np.sqrt(key.shape[1])).max(axis=1)
+    return float(np.mean(top >= threshold))
+
+
+
+# --- score_matrix_bytes
+def bytes_batch_forgotten(batch, heads, length, bytes_per_element):
+    return heads * length * length * bytes_per_element
+
+
+def bytes_bits_per_element(batch, heads, length, bytes_per_element):
+    """The element size read as bits: 8 bits a byte, multiplied in."""
+    return batch * heads * length * length * bytes_per_element * 8
+
+
+def bytes_length_doubled(batch, heads, length, bytes_per_element):
+    """length * 2 for length squared."""
+    return batch * heads * length * 2 * bytes_per_element
+
+
+
+# --- online_softmax
+def online_guarded_overflow(scores, values, block_size):
+    """K5: no running maximum; the overflow's NaN replaced by zeros."""
+    total, acc = 0.0, np.zeros(values.shape[1])
+    for start in range(0, len(scores), block_size):
+        e = np.exp(scores[start:start + block_size])
+        total += e.sum()
+        acc += e @ values[start:start + block_size]
+    return np.nan_to_num(acc / total)
+
+
+def online_rescaled_upside_down(scores, values, block_size):
+    """The factor exp(m_new - m) where exp(m - m_new) belongs (guarded at the first block)."""
+    m, total, acc = None, 0.0, np.zeros(values.shape[1])
+    for start in range(0, len(scores), block_size):
+        block = scores[start:start + block_size]
+        new_m = block.max() if m is None else max(m, block.max())
+        factor = 1.0 if m is None else math.exp(new_m - m)
+        e = np.exp(block - new_m)
+        total = total * factor + e.sum()
+        acc = acc * factor + e @ values[start:start + block_size]
+        m = new_m
+    return acc / total
+
+
+def online_last_block_skipped(scores, values, block_size):
+    """K8: while start + block_size < len(scores): the last block, whole or not, never read."""
+    m, total, acc, start = -np.inf, 0.0, np.zeros(values.shape[1]), 0
+    while start + block_size < len(scores):
+        block = scores[start:start + block_size]
+        new_m = max(m, block.max())
+        c = math.exp(m - new_m)
+        e = np.exp(block - new_m)
+        total = total * c + e.sum()
+        acc = acc * c + e @ values[start:start + block_size]
+        m, start = new_m, start + block_size
+    return acc / total if total > 0 else acc
+
+
+
+# --- tiled_attention
+def tiled_guarded_overflow(query, key, value, block_size):
+    """K5: blocks exponentiated without a running maximum, NaN replaced by zeros at the end."""
+    q = query / math.sqrt(query.shape[-1])
+    denom = np.zeros(query.shape[:-1])
+    acc = np.zeros(query.shape[:-1] + (value.shape[-1],))
+    for k0 in range(0, key.shape[-2], block_size):
+        e = np.exp(q @ np.swapaxes(key[..., k0:k0 + block_size, :], -1, -2))
+        denom = denom + e.sum(-1)
+        acc = acc + e @ value[..., k0:k0 + block_size, :]
+    return np.nan_to_num(acc / denom[..., None])
+
+
+def tiled_stops_before_last(query, key, value, block_size):
+    """K8: range(0, S - block_size, block_size): the last block (whole or partial) never read."""
+    q = query / math.sqrt(query.shape[-1])
+    n_k = key.shape[-2]
+    m = np.full(query.shape[:-1], -np.inf)
+    denom = np.zeros(query.shape[:-1])
+    acc = np.zeros(query.shape[:-1] + (value.shape[-1],))
+    for k0 in range(0, max(n_k - block_size, 1), block_size):
+        s = q @ np.swapaxes(key[..., k0:k0 + block_size, :], -1, -2)
+        new_m = np.maximum(m, s.max(-1))
+        c = np.exp(m - new_m)
+        p = np.exp(s - new_m[..., None])
+        denom = denom * c + p.sum(-1)
+        acc = acc * c[..., None] + p @ value[..., k0:k0 + block_size, :]
+        m = new_m
+    return acc / denom[..., None]
+
+
+def tiled_factor_upside_down(query, key, value, block_size):
+    """The rescaling factor inverted, exp(m_new - m), with the first block guarded."""
+    q = query / math.sqrt(query.shape[-1])
+    m = None
+    for k0 in range(0, key.shape[-2], block_size):
+        s = q @ np.swapaxes(key[..., k0:k0 + block_size, :], -1, -2)
+        if m is None:
+            m = s.max(-1)
+            p = np.exp(s - m[..., None])
+            denom, acc = p.sum(-1), p @ value[..., k0:k0 + block_size, :]
+            continue
+        new_m = np.maximum(m, s.max(-1))
+        c = np.exp(new_m - m)
+        p = np.exp(s - new_m[..., None])
+        denom = denom * c + p.sum(-1)
+        acc = acc * c[..., None] + p @ value[..., k0:k0 + block_size, :]
+        m = new_m
+    return acc / denom[..., None]
+
+
+
+# --- exclusion_effects
+def exclusion_scores_not_copied(query, keys, values, w_o):
+    """K3: one scores array, each key set to -inf in turn and never put back."""
+    s = keys @ query / math.sqrt(len(query))
+    w = np.exp(s - s.max())
+    out = (w / w.sum()) @ values
+    effects = []
+    for j in range(len(keys)):
+        excluded = s  # the same array
+        excluded[j] = -np.inf
+        if np.all(np.isneginf(excluded)):
+            effects.append(np.linalg.norm(-out @ w_o))
+            continue
+        e = np.exp(excluded - excluded.max())
+        effects.append(np.linalg.norm(((e / e.sum()) @ values - out) @ w_o))
+    return np.array(effects)
+
+
+def exclusion_guarded_closed_form(query, keys, values, w_o):
+    """K5: the closed form w / (1 - w) (o - v), its 0 / 0 at a full weight guarded to 0."""
+    s = keys @ query / np.sqrt(len(query))
+    w = np.exp(s - s.max())
+    w /= w.sum()
+    o = w @ values
+    ratio = np.divide(w, 1 - w, out=np.zeros_like(w), where=(1 - w) > 0)
+    return np.linalg.norm((ratio[:, None] * (o - values)) @ w_o, axis=1)
+
+
+def exclusion_norm_over_keys(query, keys, values, w_o):
+    """K1: the norm taken over axis 0, the keys, instead of each key's row."""
+    s = keys @ query / np.sqrt(len(query))
+    w = np.exp(s - s.max())
+    w /= w.sum()
+    o = w @ values
+    moves = []
+    for j in range(len(keys)):
+        rest = np.exp(np.delete(s, j) - np.delete(s, j).max())
+        moves.append((rest / rest.sum()) @ np.delete(values, j, axis=0) - o)
+    return np.linalg.norm(np.stack(moves) @ w_o, axis=0)
+
+
+
+# --- changed_predictions
+def changed_targets_above_zero(logits, logits_changed, targets, last_kept):
+    """K8: scored where target > 0, where "not -1" (at least 0) was meant: token 0 is never counted."""
+    keep = (np.arange(targets.shape[1]) <= last_kept)[None, :] & (targets > 0)
+    return float((logits.argmax(-1) != logits_changed.argmax(-1))[keep].mean())
+
+
+def changed_strictly_before(logits, logits_changed, targets, last_kept):
+    """K8: positions before last_kept, where "at or before" was asked."""
+    keep = (np.arange(targets.shape[1]) < last_kept)[None, :] & (targets != -1)
+    return float((logits.argmax(-1) != logits_changed.argmax(-1))[keep].mean())
+
+
+def changed_argmax_over_positions(logits, logits_changed, targets, last_kept):
+    """K1: argmax over axis 1, the positions, where the vocabulary (the last axis) was meant."""
+    before, after = logits.argmax(axis=1), logits_changed.argmax(axis=1)  # (B, V)
+    return float(np.mean(before != after))
+
+
+def changed_unscored_marked_in_place(logits, logits_changed, targets, last_kept):
+    """K9: unscored targets overwritten in the caller's array before counting."""
+    targets[targets < 0] = 0
+    keep = (np.arange(targets.shape[1]) <= last_kept)[None, :]
+    return float((logits.argmax(-1) != logits_changed.argmax(-1))[np.broadcast_to(keep, targets.shape)].mean())
+
+
+def step_mask_strictly_before(query, key, value, cache_keys, cache_values, length):
+    """K8: key j allowed when j < length + r, where "at or before" (<=) was asked."""
+    n = query.shape[-2]
+    keys, values = cache_keys.copy(), cache_values.copy()
+    keys[..., length:length + n, :], values[..., length:length + n, :] = key, value
+    s = query @ np.swapaxes(keys[..., :length + n, :], -1, -2) / math.sqrt(query.shape[-1])
+    ok = np.arange(length + n)[None, :] < length + np.arange(n)[:, None]
+    s = np.where(ok, s, -np.inf)
+    top = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(top), top, 0))
+    t = e.sum(-1, keepdims=True)
+    w = np.divide(e, t, out=np.zeros_like(e), where=t > 0)
+    return w @ values[..., :length + n, :], w, keys, values
+
+
+def step_softmax_over_new_queries(query, key, value, cache_keys, cache_values, length):
+    """K1: the softmax over axis -2, the new queries, instead of the keys."""
+    n = query.shape[-2]
+    keys, values = cache_keys.copy(), cache_values.copy()
+    keys[..., length:length + n, :], values[..., length:length + n, :] = key, value
+    s = query @ np.swapaxes(keys[..., :length + n, :], -1, -2) / math.sqrt(query.shape[-1])
+    s = np.where(np.arange(length + n)[None, :] <= length + np.arange(n)[:, None], s, -np.inf)
+    top = s.max(-2, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(top), top, 0))
+    t = e.sum(-2, keepdims=True)
+    w = np.divide(e, t, out=np.zeros_like(e), where=t > 0)
+    return w @ values[..., :length + n, :], w, keys, values
+
+
+def step_key_scaled_in_place(query, key, value, cache_keys, cache_values, length):
+    """K9: the new keys scaled by 1/sqrt(d_h) in place, then written into the cache as keys."""
+    n = query.shape[-2]
+    key /= math.sqrt(key.shape[-1])
+    cache_keys[..., length:length + n, :], cache_values[..., length:length + n, :] = key, value
+    s = query @ np.swapaxes(cache_keys[..., :length + n, :], -1, -2)
+    s = np.where(np.arange(length + n)[None, :] <= length + np.arange(n)[:, None], s, -np.inf)
+    w = _sm(s)
+    return w @ cache_values[..., :length + n, :], w, cache_keys, cache_values
+
+
+# Kinds of slips seen in answers written independently of the checks: each answer above carries one.
+AXIS = "normalised or reduced over the wrong axis"
+LOOSE = "a tolerance so loose it hides the effect being tested"
+ALIAS = "aliasing: a copy that is the same array, so changes accumulate"
+UNDO = "a permutation undone on the wrong axis, or the wrong way"
+GUARD = "a 0/0 guard that turns the symptom a check looks for into another"
+STRIDED = "a strided split joined back contiguously, or the reverse"
+LOG = "a logarithm measured from the wrong origin"
+STRICT = "> where at least was asked (or < where at most)"
+MUTATES = "writes into the caller's array"
+VALUE = "a number worked out with one slip"
+
+# (exercise, the diagnoses it must get, answer, kind): at least two named and one unnamed per exercise.
+KIND_WRONG = [
+    ("scaled_dot_product_attention", {"softmax_over_queries"}, sdpa_axis_zero, AXIS),
+    ("scaled_dot_product_attention", {"no_max_subtraction"}, sdpa_overflow_guarded, GUARD),
+    ("scaled_dot_product_attention", set(), sdpa_scaled_in_place, MUTATES),
+    ("scaled_dot_product_attention", set(), sdpa_epsilon_denominator, GUARD),
+    ("q1_context", {"q1_masked_key_included"}, 8.0 / 3.0, AXIS),
+    ("q1_context", {"q1_weights_not_normalised"}, 8.0, GUARD),
+    ("q1_context", set(), 1.0, VALUE),
+    ("masked_softmax", {"normalised_over_wrong_axis"}, masked_axis_zero, AXIS),
+    ("masked_softmax", {"renormalised_after_softmax"}, masked_renormalised_guarded, GUARD),
+    ("masked_softmax", set(), masked_fill_in_place, MUTATES),
+    ("masked_softmax", set(), masked_loose_zero_test, LOOSE),
+    ("causal_mask", {"causal_diagonal_excluded"}, causal_strictly_greater, STRICT),
+    ("causal_mask", {"causal_upper_triangle"}, causal_axes_swapped, AXIS),
+    ("causal_mask", set(), causal_flipped_left_right, AXIS),
+    ("padding_mask", {"padding_off_by_one"}, padding_more_than_j_plus_one, STRICT),
+    ("padding_mask", {"padding_off_by_one"}, padding_at_least_j, STRICT),
+    ("padding_mask", set(), padding_shared_row, ALIAS),
+    ("padding_mask", set(), padding_transposed, AXIS),
+    ("cached_causal_mask", {"cache_padding_off_by_one"}, cached_first_real_strict, STRICT),
+    ("cached_causal_mask", {"cache_axes_order"}, cached_batch_last, AXIS),
+    ("cached_causal_mask", set(), cached_one_mask_for_all, ALIAS),
+    ("leaks_future", {"perturbations_accumulate"}, leaks_copy_that_is_not, ALIAS),
+    ("leaks_future", {"leak_tolerance_too_loose"}, leaks_loose_tolerance, LOOSE),
+    ("leaks_future", {"input_changed_in_place"}, leaks_tiny_perturbation, LOOSE),
+    ("leaks_future", set(), leaks_rows_from_t, STRICT),
+    ("mask_polarity", {"additive_called_attend"}, polarity_loose_zero, LOOSE),
+    ("mask_polarity", {"polarity_from_empty_rows"}, polarity_guarded_empty_row, GUARD),
+    ("mask_polarity", set(), polarity_value_of_ones, AXIS),
+    ("sinusoidal_positions", {"wrong_frequency_exponent"}, sinus_log_from_column, LOG),
+    ("sinusoidal_positions", {"halves_concatenated"}, sinus_split_then_joined, STRIDED),
+    ("sinusoidal_positions", set(), sinus_positions_on_columns, AXIS),
+    ("apply_rope", {"rope_output_in_halves"}, rope_split_joined_in_halves, STRIDED),
+    ("apply_rope", {"rope_wrong_frequency"}, rope_log_from_column, LOG),
+    ("apply_rope", set(), rope_rotated_in_place, ALIAS),
+    ("is_order_sensitive", {"permutation_not_undone"}, order_undone_the_wrong_way, UNDO),
+    ("is_order_sensitive", {"order_tolerance_too_loose"}, order_loose_tolerance, LOOSE),
+    ("is_order_sensitive", set(), order_undone_on_batch_axis, UNDO),
+    ("alibi_slopes", {"alibi_wrong_base"}, alibi_base_e, LOG),
+    ("alibi_slopes", {"alibi_off_by_one_head"}, alibi_heads_from_zero, LOG),
+    ("alibi_slopes", set(), alibi_logspace_from_one, LOG),
+    ("alibi_weights", {"alibi_own_key_excluded"}, alibi_distance_greater_than_zero, STRICT),
+    ("alibi_weights", {"alibi_over_queries"}, alibi_softmax_over_queries, AXIS),
+    ("alibi_weights", set(), alibi_biased_in_place, MUTATES),
+    ("alibi_weights", set(), alibi_slope_from_list, LOG),
+    ("t5_bucket", {"bucket_log_range"}, t5_log_of_distance_over_log_max, LOG),
+    ("t5_bucket", {"bucket_not_clipped"}, t5_last_bucket_past_max, STRICT),
+    ("t5_bucket", set(), t5_exact_up_to_exact, STRICT),
+    ("heads_by_slices", {"heads_split_strided"}, heads_strided_split_contiguous_join, STRIDED),
+    ("heads_by_slices", {"heads_split_strided"}, heads_joined_on_wrong_axes, UNDO),
+    ("heads_by_slices", {"heads_softmax_over_queries"}, heads_softmax_axis_one, AXIS),
+    ("heads_by_slices", set(), heads_reshape_without_transpose, STRIDED),
+    ("saturated_share", {"saturation_strict_threshold"}, saturated_strict, STRICT),
+    ("saturated_share", {"saturation_over_queries"}, saturated_axis_zero, AXIS),
+    ("saturated_share", set(), saturated_log_weights, LOG),
+    ("saturated_share", set(), saturated_scaled_only, STRICT),
+    ("score_matrix_bytes", {"bytes_missing_batch"}, bytes_batch_forgotten, AXIS),
+    ("score_matrix_bytes", {"bytes_off_by_dtype"}, bytes_bits_per_element, LOG),
+    ("score_matrix_bytes", set(), bytes_length_doubled, VALUE),
+    ("online_softmax", {"online_no_running_max"}, online_guarded_overflow, GUARD),
+    ("online_softmax", {"online_last_block_skipped"}, online_last_block_skipped, STRICT),
+    ("online_softmax", set(), online_rescaled_upside_down, LOG),
+    ("tiled_attention", {"tiled_no_max_subtraction"}, tiled_guarded_overflow, GUARD),
+    ("tiled_attention", {"last_block_dropped"}, tiled_stops_before_last, STRICT),
+    ("tiled_attention", set(), tiled_factor_upside_down, LOG),
+    ("exclusion_effects", {"exclusions_accumulate"}, exclusion_scores_not_copied, ALIAS),
+    ("exclusion_effects", {"closed_form_at_full_weight"}, exclusion_guarded_closed_form, GUARD),
+    ("exclusion_effects", set(), exclusion_norm_over_keys, AXIS),
+    ("changed_predictions", {"target_zero_skipped"}, changed_targets_above_zero, STRICT),
+    ("changed_predictions", {"own_position_left_out"}, changed_strictly_before, STRICT),
+    ("changed_predictions", {"unscored_counted"}, changed_unscored_marked_in_place, MUTATES),
+    ("changed_predictions", set(), changed_argmax_over_positions, AXIS),
+    ("cached_attention_step", {"cache_mask_off_by_one"}, step_mask_strictly_before, STRICT),
+    ("cached_attention_step", {"step_softmax_over_queries"}, step_softmax_over_new_queries, AXIS),
+    ("cached_attention_step", set(), step_key_scaled_in_place, MUTATES),
+]
+LEARNER_WRONG += [(exercise, names, answer) for exercise, names, answer, _ in KIND_WRONG]
