@@ -3,6 +3,7 @@ flagged, side by side; two honest independent answers and the stubs every learne
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,18 @@ def _zip_of(path: Path, answers: dict[str, str]) -> Path:
             zf.writestr(name, nbformat.writes(notebook("02_masking.ipynb", answers={"masked_softmax": code},
                                                        source=EXERCISES)))
     return path
+
+
+def test_fingerprints_are_the_same_in_every_process() -> None:
+    """copydetect's own k-gram hash is Python's hash(), salted per process: a report on the same
+    files would change from one run to the next."""
+    import subprocess
+    import sys
+
+    answer = repr(MISCONCEPTION)
+    script = ("from lessonlib.grading.reports import similarity as s; "
+              f"print(sorted(s._fingerprint(s.normalise({answer}), True, s.np.array([], dtype=s.np.int64)).hashes))")
+    runs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(runs) == 1 and runs != {"[]\n"}
+

@@ -7,7 +7,7 @@ nothing dropped, statements that do not depend on each other in one order), so p
 shuffling it hides nothing; the report shows the code as compared. It is then tokenised by
 Pygments and names, strings and comments are replaced by placeholders, so renaming variables or
 rewording comments does not hide a copy either; k-grams of
-``NOISE`` tokens are hashed and winnowed with a window that guarantees any common run of
+``NOISE`` tokens are hashed (by :func:`kgram_hashes`, the same in every run) and winnowed with a window that guarantees any common run of
 ``GUARANTEE`` tokens is found. What every learner was given (the released exercise notebooks'
 code cells: signatures, docstrings, stubs) is boilerplate, removed before comparing, so two
 untouched stubs are not a match. Written answers are compared as plain text (no tokenising).
@@ -43,6 +43,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -115,10 +116,48 @@ def learner_answers(learners: Sequence[Learner]) -> list[Answer]:
     return found
 
 
-def _fingerprint(text: str, code: bool, boilerplate: np.ndarray) -> CodeFingerprint:
-    from copydetect import CodeFingerprint  # imported when used: it imports matplotlib.pyplot
+_KGRAM_BASE = np.uint64(1_000_003)
+_MIX = (np.uint64(30), np.uint64(0xBF58476D1CE4E5B9), np.uint64(27), np.uint64(0x94D049BB133111EB), np.uint64(31))
 
-    return CodeFingerprint("answer.py" if code else "answer.txt", NOISE, GUARANTEE - NOISE + 1,
+
+def kgram_hashes(text: str, k: int) -> np.ndarray:
+    """(len(text) - k + 1,) int64 hashes of every k-gram of ``text``, the same in every process.
+
+    copydetect hashes k-grams with Python's ``hash()``, which is salted per process
+    (PYTHONHASHSEED): winnowing would keep different fingerprints on every run, and a report on
+    the same files could change from one run to the next. Here h(t[i:i+k]) = sum_j t[i+j] B^(k-1-j)
+    mod 2^64 over the characters' code points, then mixed (splitmix64's finaliser) so that a
+    window's minimum is not drawn to small characters.
+    """
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)  # (len(text),)
+    n = codes.size - k + 1
+    if n <= 0:
+        return np.array([], dtype=np.int64)
+    h = np.zeros(n, dtype=np.uint64)  # (n,)
+    s1, m1, s2, m2, s3 = _MIX
+    with np.errstate(over="ignore"):
+        for j in range(k):
+            h = h * _KGRAM_BASE + codes[j:j + n]
+        h ^= h >> s1
+        h *= m1
+        h ^= h >> s2
+        h *= m2
+        h ^= h >> s3
+    return h.view(np.int64)
+
+
+def _copydetect() -> ModuleType:
+    """copydetect, imported when used (it imports matplotlib.pyplot), its k-grams hashed by
+    :func:`kgram_hashes` (its fingerprints look the function up when they are made)."""
+    import copydetect
+    import copydetect.utils
+
+    copydetect.utils.hashed_kgrams = kgram_hashes
+    return copydetect
+
+
+def _fingerprint(text: str, code: bool, boilerplate: np.ndarray) -> CodeFingerprint:
+    return _copydetect().CodeFingerprint("answer.py" if code else "answer.txt", NOISE, GUARANTEE - NOISE + 1,
                            boilerplate=boilerplate if code else None, filter=code, language="python" if code else None,
                            fp=io.StringIO(text))
 
@@ -142,9 +181,7 @@ def _compare(exercise: str, left: tuple[str, str, CodeFingerprint], right: tuple
     (lname, ltext, lfp), (rname, rtext, rfp) = left, right
     if not lfp.hashes & rfp.hashes:
         return None
-    from copydetect import compare_files
-
-    copied, (ls, rs), (lsl, rsl) = compare_files(lfp, rfp)
+    copied, (ls, rs), (lsl, rsl) = _copydetect().compare_files(lfp, rfp)
     return Match(exercise, lname, rname, ltext, rtext, float(ls), float(rs), int(copied), _slices(lsl), _slices(rsl))
 
 
