@@ -165,7 +165,7 @@ def test_an_answer_that_writes_into_its_inputs_is_told_so_and_judged_on_the_orig
 
 
 def test_writing_into_the_buffers_of_a_cached_step_is_allowed():
-    from exercise_answers import step_vectorised
+    from helpers.exercise_answers import step_vectorised
 
     def in_place(query, key, value, cache_keys, cache_values, length):
         n = query.shape[-2]
