@@ -6,11 +6,11 @@ method behind MOSS). Code is first put in a canonical form (``normalise.py``: st
 nothing dropped, statements that do not depend on each other in one order), so padding a copy or
 shuffling it hides nothing; the report shows the code as compared. It is then tokenised by
 Pygments and names, strings and comments are replaced by placeholders, so renaming variables or
-rewording comments does not hide a copy either; k-grams of
-``NOISE`` tokens are hashed (by :func:`kgram_hashes`, the same in every run) and winnowed with a window that guarantees any common run of
-``GUARANTEE`` tokens is found. What every learner was given (the released exercise notebooks'
-code cells: signatures, docstrings, stubs) is boilerplate, removed before comparing, so two
-untouched stubs are not a match. Written answers are compared as plain text (no tokenising).
+rewording comments does not hide a copy either; k-grams of ``NOISE`` tokens are hashed (by
+:func:`kgram_hashes`, the same in every run) and winnowed with a window that guarantees any common
+run of ``GUARANTEE`` tokens is found. What every learner was given (the released exercise
+notebooks' code cells: signatures, docstrings, stubs) is boilerplate, removed before comparing, so
+two untouched stubs are not a match. Written answers are compared as plain text (no tokenising).
 copydetect's "tokens" are the characters of the filtered code, where a name counts as one.
 
 Two learners' answers to one exercise are flagged when the copied part is at least ``THRESHOLD``
