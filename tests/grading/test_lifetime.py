@@ -102,8 +102,11 @@ def test_no_sandbox_process_outlives_the_grader(tmp_path: Path, level: str, how:
     subs, out = tmp_path / "submissions", tmp_path / "gradebook"
     for name in ("ann", "ben", "cat"):
         write_learner(subs / name, masking({"masked_softmax": SLEEPER}))
+    # As from a terminal: SIGINT at its default, even when these tests were started in the background
+    # (a shell without job control starts background commands with SIGINT ignored, and a child keeps that).
     grader = subprocess.Popen(_command(subs, out, "--workers", "2", *_level(level)), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+                              stderr=subprocess.STDOUT, start_new_session=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen: dict[int, str] = {}
     # per worker: bubblewrap (at that level), the worker, the exercise's process, and its sleepers
     expected = 2 * (int(level == "bubblewrap") + 2 + 3 * _forks_allowed())
