@@ -234,7 +234,8 @@ def test_the_size_estimates_cover_what_the_calls_hold(name, call, estimate):
     n = 512
     q = RNG.standard_normal((n, 8))
     peak = peak_while(lambda: call(q))
-    assert peak <= estimate(n) + (128 << 10), f"{name}: {peak:,} bytes held, {estimate(n):,} estimated"
+    # NumPy's ufunc buffers (8192 elements per operand where a product casts) hold up to 256 KiB more
+    assert peak <= estimate(n) + (256 << 10), f"{name}: {peak:,} bytes held, {estimate(n):,} estimated"
     assert estimate(n) < 2.5 * peak, f"{name}: the estimate {estimate(n):,} refuses calls far below {peak:,}"
 
 
