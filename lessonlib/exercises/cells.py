@@ -23,6 +23,7 @@ import ast
 import builtins
 import re
 import symtable
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -49,6 +50,13 @@ BUILTIN_NAMES = frozenset(dir(builtins)) - JUPYTER_NAMES  # IPython adds display
 MAX_OPERATORS = 20_000
 MAX_DEPTH = 200
 _OPERATOR_CHARACTER = re.compile(r"[-+*/%@&|^~<>.=!(\[{]")
+
+# One syntax tree is built at a time in this process. CPython up to 3.12 keeps the depth it has reached
+# while building a tree's Python objects in one counter per interpreter, not per thread; when a garbage
+# collection in the middle of a build runs a finalizer that lets another thread parse, the first build
+# ends with "SystemError: AST constructor recursion depth mismatch". The grader parses learners'
+# notebooks in several threads at once.
+_PARSING = threading.Lock()
 
 # Bounds on a whole notebook's code, checked before any of it is parsed (too_much_code). The grader
 # plans every exercise in the grading process itself, before any limit applies, slicing the whole
@@ -88,7 +96,8 @@ def parse(source: str) -> ast.Module:
         raise ValueError(f"the cell has {operators} operators and brackets (at most {MAX_OPERATORS} are parsed)")
     too_deep = ValueError(f"the cell's code nests more than {MAX_DEPTH} levels deep")
     try:
-        tree = ast.parse(source)
+        with _PARSING:
+            tree = ast.parse(source)
     except RecursionError:
         raise too_deep from None
     if _deeper_than(tree, MAX_DEPTH):

@@ -390,6 +390,43 @@ def test_pathological_cells_do_not_break_planning(tmp_path: Path) -> None:
     assert {p.status for p in plans.values()} == {"too_long"}  # refused before any cell is parsed
 
 
+def test_cells_parse_in_several_threads_at_once() -> None:
+    """The grader plans learners in several threads. A garbage collection during one thread's parse can
+    run a finalizer that hands the interpreter to another thread's parse; CPython up to 3.12 then ends
+    the first with "AST constructor recursion depth mismatch" unless parses take turns."""
+    import threading
+    import time
+
+    from lessonlib.exercises.cells import parse
+
+    source = "\n".join(f"def f{i}(x):\n    return [(a, b) for a in range(x) for b in {{'k': x + {i}}}]"
+                       for i in range(60))
+    failures: list[str] = []
+
+    class Cycle:  # garbage only the collector frees: its finalizer yields the interpreter
+        def __init__(self) -> None:
+            self.me = self
+
+        def __del__(self) -> None:
+            time.sleep(0)
+
+    def planner() -> None:
+        for _ in range(20):
+            for _ in range(40):
+                Cycle()
+            try:
+                parse(source)
+            except SystemError as exc:
+                failures.append(str(exc))
+
+    threads = [threading.Thread(target=planner) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
 def test_symbolic_links_in_a_learner_folder_are_not_followed(tmp_path: Path) -> None:
     folder = write_learner(tmp_path / "sly", {})
     (folder / "02_masking.ipynb").symlink_to(SOLUTIONS / "02_masking.ipynb")
