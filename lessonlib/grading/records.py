@@ -57,6 +57,12 @@ FLAGGED = frozenset({WRONG_NOTEBOOK, MALFORMED, TOO_LONG, MISSING_ANSWER, CELL_E
                      PROCESS_LIMIT, EXITED, CRASHED, TOO_LARGE, USES_LESSONLIB, STOPPED_GRADER, ERROR})
 
 
+# A grade made when the grader itself failed on a submission (``run.batch``): its answer was not read,
+# so no decision about the answer is withdrawn or suspended for it, and it waits for the instructor.
+NOT_READ = "not read"
+GRADER_FAILED = "the grader failed on this submission: run the same command again to grade it"
+
+
 def answer_digest(text: str | None) -> str:
     """The sha256 of an answer's text (an answer cell's source, a written answer; "" when there is none):
     what a hand grade or an override was given for."""
@@ -161,7 +167,12 @@ class LearnerResult:
     def undecided(self) -> list[ExerciseGrade]:
         """Exercises whose score waits for the instructor's decision (an override suspended: the answer
         changed after it was given)."""
-        return [e for e in self.exercises if e.review and e.status != NEEDS_MANUAL]
+        return [e for e in self.exercises if e.review and e.status != NEEDS_MANUAL and e.answer_sha256 != NOT_READ]
+
+    @property
+    def grader_failed(self) -> bool:
+        """The grader failed on this learner's submission: nothing of it was graded (see ``NOT_READ``)."""
+        return any(e.answer_sha256 == NOT_READ for e in self.exercises)
 
     @property
     def flagged(self) -> list[ExerciseGrade]:

@@ -16,7 +16,9 @@ traceback) and shows what happens now:
 - a Moodle participant called "Alice Smith_1002_assignsubmission_file" had their notebook graded
   as Alice's;
 - ``nan``, negative and zero numbers, a full disk and a read-only folder ended in tracebacks;
-- ``lessonlib grade x/readme.txt`` graded a learner called "readme".
+- ``lessonlib grade x/readme.txt`` graded a learner called "readme";
+- a failure of the grader itself on a submission dropped its written answer from the files, gave
+  0 points that went to the LMS, and ended with 0.
 """
 
 from __future__ import annotations
@@ -82,10 +84,11 @@ def _csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _fill_manual(out: Path, **values: str) -> None:
-    """manual.csv's first row filled in, as the instructor would in a spreadsheet."""
+def _fill_manual(out: Path, every: bool = False, **values: str) -> None:
+    """manual.csv's first row (``every``: every row) filled in, as the instructor would in a spreadsheet."""
     rows = _csv(out / "manual.csv")
-    rows[0].update(values)
+    for row in rows if every else rows[:1]:
+        row.update(values)
     with open(out / "manual.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -223,6 +226,61 @@ def test_the_gradebooks_state_lives_in_sqlite_alone(week2: Path, capsys: pytest.
     assert not key  # week 2 has no written question
     with sqlite3.connect(week2 / "gradebook.db") as conn:
         assert conn.execute("SELECT value FROM meta WHERE name = 'marking_secret'").fetchone() is not None
+
+
+# --- a grader that fails on a submission --------------------------------------------------------------
+
+
+def test_a_grader_failure_loses_no_row_and_changes_no_decision(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure of the grader itself (a bug, or an interpreter error) on a resubmission: every item
+    keeps its row, written answer included; the hand grade and the override given before stay; the
+    learners are left out of the LMS file; the run says so and ends with 1; the next run grades them."""
+    from lessonlib.grading.run import batch
+
+    subs, out, roster = tmp_path / "subs", tmp_path / "week", tmp_path / "canvas.csv"
+    roster.write_text(CANVAS.replace("Week 2: Masking (51002)", "Week 5 (51005)"))
+    for key in ("ann", "bo"):
+        write_learner(subs / key, {**masking(), **_written(LONG_ANSWER)})
+    args = (str(subs), "--out", str(out), "--notebooks", f"{MASKING},{INTERPRETATION}")
+    assert _grade(capsys, *args, "--roster", str(roster), "--assignment", "Week 5")[0] == 0
+    _fill_manual(out, every=True, points="3", comment="Clear.")  # the written answers
+    assert _lessonlib(capsys, "override", "--out", str(out), "bo", "masked_softmax", "1", "--reason", "copied")[0] == 0
+    assert _grade(capsys, *args)[0] == 0
+    before, typed = summary_rows(out), [(m["learner"], m["points"], m["answer_id"]) for m in _csv(out / "manual.csv")]
+    assert {row["SIS Login ID"] for row in _csv(out / "lms-import.csv")} >= {"ann", "bo"}
+
+    for key in ("ann", "bo"):  # both hand in again: the code changes, the written answer does not
+        write_learner(subs / key, {**masking({"masked_softmax": OTHER_MASKED_SOFTMAX}), **_written(LONG_ANSWER)})
+
+    def fails(*_: object) -> None:
+        raise SystemError("AST constructor recursion depth mismatch (before=42, after=38)")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(batch, "grade_learner", fails)
+        code, said, err = _grade(capsys, *args)
+    assert code == 1 and "the grader failed on 2 learner(s)' submission (ann, bo)" in err, err
+    rows = _csv(out / "grades.csv")
+    items = [r["exercise"] for r in rows if r["learner"] == "ann"]
+    assert items == [r["exercise"] for r in rows if r["learner"] == "bo"] and QUESTION in items
+    assert len(items) == len({r["exercise"] for r in rows})  # every item of the assignment, written one too
+    assert {r["status"] for r in rows if r["exercise"] != QUESTION} == {"error"}
+    assert {r["status"] for r in rows if r["exercise"] == QUESTION} == {"graded_by_hand"}  # the hand grade stays
+    assert "SystemError" in rows[0]["diagnosis"]
+    assert not {row["SIS Login ID"] for row in _csv(out / "lms-import.csv")} & {"ann", "bo"}
+    assert "review" not in said  # nothing withdrawn or suspended for an answer not read
+    assert [(m["learner"], m["points"], m["answer_id"]) for m in _csv(out / "manual.csv")] == typed  # kept as typed
+    with sqlite3.connect(tmp_path / "gradebook.db") as conn:
+        assert conn.execute("SELECT points FROM hand_grades").fetchall() == [(3.0,), (3.0,)]
+        assert conn.execute("SELECT points, suspended FROM overrides").fetchall() == [(1.0, "")]
+
+    code, said, err = _grade(capsys, *args)  # the next run grades them both
+    assert code == 0 and "graded 2 learner(s)" in said, err
+    assert "review: ann" not in said  # the written answers are the ones graded by hand; bo's override...
+    assert "review: bo / masked_softmax: the answer changed after the override" in said  # ...waits: new code
+    after = summary_rows(out)
+    assert after["ann"]["points"] == before["ann"]["points"] and float(after["ann"]["manual_pending"]) == 0
+    assert {row["SIS Login ID"] for row in _csv(out / "lms-import.csv")} & {"ann", "bo"} == {"ann"}
 
 
 # --- 9. a damaged gradebook stops the run ---------------------------------------------------------------

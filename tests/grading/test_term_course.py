@@ -441,7 +441,8 @@ def test_a_grader_failure_records_the_assignment_s_exercises_only(
     (tmp_path / "subs" / "ann").mkdir(parents=True)
     (tmp_path / "subs" / "ann" / WEEKS[2]).write_bytes(_notebook(2, PEOPLE[0]))
     out = tmp_path / "week2"
-    _run(capsys, "grade", str(tmp_path / "subs"), "--out", str(out), "--notebooks", WEEKS[2], "--quiet")
+    assert cli.main(["grade", str(tmp_path / "subs"), "--out", str(out), "--notebooks", WEEKS[2], "--quiet"]) == 1
+    assert "the grader failed on 1 learner(s)' submission (ann)" in capsys.readouterr().err
     [ann] = [lr for lr in json.loads((out / "grades.json").read_text())["learners"]]
     assert {g["notebook"] for g in ann["exercises"]} == {WEEKS[2]}
     assert {g["status"] for g in ann["exercises"]} == {"error"}

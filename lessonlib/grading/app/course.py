@@ -174,12 +174,12 @@ def saved(gb: store.Gradebook, out: Path, regrade: Sequence[str] = ()) -> Callab
 def apply_manual(gb: store.Gradebook, out: Path) -> dict[tuple[str, str], Mark]:
     """manual.csv's marks recorded as hand grades (each change with a history row). Raises
     ManualError, naming every bad line, before anything is recorded. A row typed beside an earlier
-    version of the answer is not applied (``manual.py``)."""
+    version of the answer, or beside one the grader failed to read, is not applied (``manual.py``)."""
     name = assignment_name(out)
     marks = read_manual(Path(out) / MANUAL_FILE, store.learner_results(gb, name))
     with gb.transaction():
         for (key, exercise), mark in marks.items():
-            if not mark.earlier:
+            if mark.applies:
                 store.set_hand_grade(gb, name, key, exercise, mark.points, rubric=mark.rubric, comment=mark.comment)
     return marks
 

@@ -137,7 +137,7 @@ def _grade_into(args: argparse.Namespace, settings: GradeSettings, gb: store.Gra
           "(Markdown and HTML)")
     for path in written.uploads:
         print(f"wrote {path} (feedback to upload to the LMS; see the instructor's guide)")
-    graded_by_hand = sum(m.points is not None and not m.earlier for m in marks.values())
+    graded_by_hand = sum(m.points is not None and m.applies for m in marks.values())
     pending = sum(1 for res in results for g in res.exercises if g.status == "needs_manual_grading")
     print(f"written answers: {graded_by_hand} graded in manual.csv, {max(pending - graded_by_hand, 0)} still to grade")
     _print_reviews(saver.reviews, earlier_marks(marks), results, settings.out)
@@ -155,6 +155,13 @@ def _grade_into(args: argparse.Namespace, settings: GradeSettings, gb: store.Gra
             print(printable(f"warning: {warning}"), file=sys.stderr)
         for key in written.not_in_roster:
             print(printable(f"not in the roster: {key} (graded, but not in lms-import.csv)"), file=sys.stderr)
+    failed = [res.key for res in results if res.grader_failed]
+    if failed:
+        print(printable(f"lessonlib grade: the grader failed on {len(failed)} learner(s)' submission "
+                        f"({', '.join(failed)}): grades.csv says why, nothing of it counts yet and lms-import.csv "
+                        "leaves them out; run the same command again to grade them (please report a failure that "
+                        "repeats)"), file=sys.stderr)
+        return 1
     return 0
 
 

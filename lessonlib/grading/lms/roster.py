@@ -299,8 +299,11 @@ def match(roster: Roster, results: Sequence[r.LearnerResult]) -> Matched:
 
 def _withheld(res: r.LearnerResult | None, partial: bool) -> bool:
     """True when the learner's grade waits for hand grading, or for the instructor's decision on an
-    override given for an answer since replaced (see the module's docstring)."""
-    return res is not None and (res.manual_pending > 0 or bool(res.undecided)) and not partial
+    override given for an answer since replaced (see the module's docstring), or for any grading at
+    all: the grader failed on the submission (so even with ``partial``)."""
+    if res is None:
+        return False
+    return res.grader_failed or ((res.manual_pending > 0 or bool(res.undecided)) and not partial)
 
 
 def lms_import_text(roster: Roster, matched: Matched, max_points: float, *, absent_zero: bool = False,
@@ -382,8 +385,10 @@ def scale_notes(roster: Roster, matched: Matched, max_points: float, *, partial:
                      f"{format_number(roster.points_possible)} / {format_number(max_points)}) and keeps Canvas's "
                      "Points Possible. To import raw points instead, change the assignment's points in Canvas "
                      "and export the gradebook again")
-    waiting = [res for _, res in matched.pairs if _withheld(res, partial) and res and res.manual_pending > 0]
-    undecided = [res for _, res in matched.pairs if _withheld(res, partial) and res and not res.manual_pending]
+    withheld = [res for _, res in matched.pairs if res and _withheld(res, partial)]
+    failed = [res for res in withheld if res.grader_failed]
+    waiting = [res for res in withheld if not res.grader_failed and res.manual_pending > 0]
+    undecided = [res for res in withheld if not res.grader_failed and not res.manual_pending]
     where = "left out of" if roster.kind == "canvas" else "left empty in"
     if waiting:
         notes.append(f"{len(waiting)} learner(s) have written answers still to grade by hand: their grade is {where} "
@@ -393,6 +398,9 @@ def scale_notes(roster: Roster, matched: Matched, max_points: float, *, partial:
         notes.append(f"{len(undecided)} learner(s) have an override given for an answer they have since replaced: "
                      f"their grade is {where} lms-import.csv until you keep or clear it (lessonlib override ... "
                      "--keep or --clear)")
+    if failed:
+        notes.append(f"the grader failed on {len(failed)} learner(s)' submission: their grade is {where} "
+                     "lms-import.csv until a run grades it")
     return notes
 
 

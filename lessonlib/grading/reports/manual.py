@@ -55,6 +55,13 @@ class Mark:
     comment: str = ""
     line: int = 0
     earlier: bool = False  # typed beside another version of the answer than the one graded now: not applied
+    unread: bool = False  # the grader failed on the submission (records.NOT_READ): kept for the next run
+    answer_id: str = ""  # as typed in the row
+
+    @property
+    def applies(self) -> bool:
+        """Whether the row is for the answer graded now (so it is recorded as a hand grade)."""
+        return not self.earlier and not self.unread
 
     def typed(self) -> str:
         """What the instructor typed, in words (for the note that keeps it)."""
@@ -119,9 +126,11 @@ def read_manual(path: Path, results: Sequence[r.LearnerResult]) -> dict[tuple[st
                             f"{marks[learner, exercise].line})")
             continue
         given_for = (row.get("answer_id") or "").strip()
+        unread = grade.answer_sha256 == r.NOT_READ
         marks[learner, exercise] = Mark(learner, exercise, points, (row.get("rubric") or "").strip(),
                                         (row.get("comment") or "").strip(), line,
-                                        earlier=bool(given_for) and given_for != r.answer_id(grade))
+                                        earlier=not unread and bool(given_for) and given_for != r.answer_id(grade),
+                                        unread=unread, answer_id=given_for)
     if problems:
         raise ManualError(f"{path}: " + "; ".join(problems[:20])
                           + (f"; and {len(problems) - 20} more" if len(problems) > 20 else ""))
@@ -135,7 +144,7 @@ def apply_marks(results: Sequence[r.LearnerResult], marks: dict[tuple[str, str],
         result = copy.deepcopy(result)
         for grade in result.exercises:
             mark = marks.get((result.key, grade.exercise))
-            if grade.kind != "manual" or mark is None or mark.points is None or mark.earlier:
+            if grade.kind != "manual" or mark is None or mark.points is None or not mark.applies:
                 continue
             grade.points = mark.points
             grade.status = r.GRADED_BY_HAND
@@ -153,14 +162,16 @@ def manual_rows(results: Sequence[r.LearnerResult], marks: dict[tuple[str, str],
             mark = marks.get((result.key, grade.exercise))
             if mark is None and grade.status not in (r.NEEDS_MANUAL, r.GRADED_BY_HAND):
                 continue  # nothing written: 0 points already, nothing to read
-            note = grade.review
+            note, answer = grade.review, r.answer_id(grade)
             if mark is not None and mark.earlier:
                 note = f"the answer changed after this row was filled in; typed for the earlier answer: {mark.typed()}"
                 mark = None
+            elif mark is not None and mark.unread:  # kept as typed, for the run that reads the answer
+                answer = mark.answer_id
             points = "" if mark is None or mark.points is None else f"{mark.points:g}"
             rows.append([result.key, result.learner, result.lms_id, grade.notebook, grade.exercise,
                          mark.rubric if mark else "", points, f"{grade.max_points:g}", mark.comment if mark else "",
-                         r.answer_id(grade), note])
+                         answer, note])
     return rows
 
 

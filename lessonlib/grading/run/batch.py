@@ -268,10 +268,18 @@ def _stop_everything(batch: _Batch) -> None:
 
 
 def _grader_failed(batch: _Batch, learner: Learner, exc: Exception) -> r.LearnerResult:
-    """The safety net: a failure of the grader itself on one learner is recorded, the batch goes on."""
+    """The safety net: a failure of the grader itself on one learner is recorded, the batch goes on.
+
+    Every item of the assignment has a row (no written answer vanishes from the files), none with
+    points, and each waits for the instructor: the answers were not read (``records.NOT_READ``), so no
+    decision about them is withdrawn or suspended, and the LMS file leaves the learner out."""
     reason = f"The grader failed on this submission ({type(exc).__name__}: {exc}); please report it."
-    grades = [r.ExerciseGrade(e.notebook, e.name, 0.0, e.points, r.ERROR, reason[:300], reason)
-              for e in EXERCISES.values() if batch.scope.grades(e.notebook, e.name)]  # the assignment's alone
+    grades = [r.ExerciseGrade(course.name, name, 0.0, points, r.ERROR, reason[:300], reason, kind=kind,
+                              answer_sha256=r.NOT_READ, review=r.GRADER_FAILED)
+              for course in batch.courses
+              for name, points, kind in [*((e, EXERCISES[e].points, "auto") for e in course.exercises),
+                                         *((q.name, q.points, "manual") for q in course.manual)]
+              if batch.scope.grades(course.name, name)]
     return r.LearnerResult(learner.name, learner.key, "", batch.isolation.level if batch.isolation else "?",
                            datetime.now(timezone.utc).isoformat(timespec="seconds"), grades, list(learner.notes),
                            lms_id=learner.lms_id, late=learner.late)

@@ -171,7 +171,7 @@ def review_decisions(gradebook: Gradebook, a: int, lid: int, grades: list[r.Exer
                                    "WHERE assignment_id = ? AND learner_id = ?", (a, lid)).fetchall()
     for hand in hands:
         grade = by_exercise.get(hand["exercise"])
-        if grade is None or hand["answer_sha256"] == _digest_of(grade):
+        if grade is None or grade.answer_sha256 == r.NOT_READ or hand["answer_sha256"] == _digest_of(grade):
             continue
         gradebook.conn.execute("DELETE FROM hand_grades WHERE assignment_id = ? AND learner_id = ? AND exercise = ?",
                                (a, lid, hand["exercise"]))
@@ -185,7 +185,7 @@ def review_decisions(gradebook: Gradebook, a: int, lid: int, grades: list[r.Exer
                                        "WHERE assignment_id = ? AND learner_id = ?", (a, lid)).fetchall()
     for override in overrides:
         grade = by_exercise.get(override["exercise"])
-        if grade is None:
+        if grade is None or grade.answer_sha256 == r.NOT_READ:
             continue
         same = override["answer_sha256"] == _digest_of(grade)
         why = "" if same else (f"the answer changed after the override to {override['points']:g} "
