@@ -266,7 +266,9 @@ def test_a_grader_failure_loses_no_row_and_changes_no_decision(
     assert len(items) == len({r["exercise"] for r in rows})  # every item of the assignment, written one too
     assert {r["status"] for r in rows if r["exercise"] != QUESTION} == {"error"}
     assert {r["status"] for r in rows if r["exercise"] == QUESTION} == {"graded_by_hand"}  # the hand grade stays
-    assert "SystemError" in rows[0]["diagnosis"]
+    assert "SystemError" in rows[0]["diagnosis"]  # for the instructor; the learner is told no more than:
+    feedback = (out / "feedback" / "ann.md").read_text()
+    assert "through no fault of your answer" in feedback and "SystemError" not in feedback
     assert not {row["SIS Login ID"] for row in _csv(out / "lms-import.csv")} & {"ann", "bo"}
     assert "review" not in said  # nothing withdrawn or suspended for an answer not read
     assert [(m["learner"], m["points"], m["answer_id"]) for m in _csv(out / "manual.csv")] == typed  # kept as typed

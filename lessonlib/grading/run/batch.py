@@ -272,9 +272,11 @@ def _grader_failed(batch: _Batch, learner: Learner, exc: Exception) -> r.Learner
 
     Every item of the assignment has a row (no written answer vanishes from the files), none with
     points, and each waits for the instructor: the answers were not read (``records.NOT_READ``), so no
-    decision about them is withdrawn or suspended, and the LMS file leaves the learner out."""
-    reason = f"The grader failed on this submission ({type(exc).__name__}: {exc}); please report it."
-    grades = [r.ExerciseGrade(course.name, name, 0.0, points, r.ERROR, reason[:300], reason, kind=kind,
+    decision about them is withdrawn or suspended, and the LMS file leaves the learner out. What
+    failed goes to the instructor's files alone: its message may quote a hidden case."""
+    why = f"The grader failed on this submission ({type(exc).__name__}: {exc}); please report it."
+    told = "The grader itself failed here, through no fault of your answer; it will be graded again."
+    grades = [r.ExerciseGrade(course.name, name, 0.0, points, r.ERROR, why[:300], told, kind=kind,
                               answer_sha256=r.NOT_READ, review=r.GRADER_FAILED)
               for course in batch.courses
               for name, points, kind in [*((e, EXERCISES[e].points, "auto") for e in course.exercises),
