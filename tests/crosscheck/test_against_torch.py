@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +56,21 @@ def _torch_sdpa(torch, query, key, value, **kwargs) -> np.ndarray:
     return out[0].numpy()
 
 
+def _ours_with_mask(query, key, value, mask, **kwargs) -> np.ndarray:
+    """Our SDPA output; an (L, S) mask is passed bare unless a batch axis also has L entries.
+
+    Then the mask has the shape of a (B, S) key-padding mask as well, and ours refuses it (torch
+    reads it as (L, S)): the refusal is checked, and the mask is passed as (1, L, S), the reading
+    the refusal names for a mask shared by every example.
+    """
+    n_queries, batch = query.shape[-2], query.shape[:-2]
+    if mask is not None and mask.ndim == 2 and n_queries > 1 and n_queries in batch:
+        with pytest.raises(ValueError, match="could be read two ways"):
+            L.scaled_dot_product_attention(query, key, value, mask=mask, **kwargs)
+        mask = mask[None]  # (1, L, S)
+    return L.scaled_dot_product_attention(query, key, value, mask=mask, **kwargs).output
+
+
 def _close(ours: np.ndarray, theirs: np.ndarray, dtype: str) -> None:
     tol = TOLERANCE[dtype]
     assert ours.dtype == theirs.dtype == np.dtype(dtype)
@@ -70,7 +86,7 @@ def test_attention_matches_torch(torch, case, mask_kind, density, scale):
              "(..., L, S)": (*case["batch"], case["n_queries"], case["n_keys"]),
              "(..., 1, S)": (*case["batch"], 1, case["n_keys"])}[mask_kind]
     mask = None if shape is None else rng.random(shape) < density  # True = allowed; some rows empty
-    ours = L.scaled_dot_product_attention(query, key, value, mask=mask, scale=scale).output
+    ours = _ours_with_mask(query, key, value, mask, scale=scale)
     theirs = _torch_sdpa(torch, query, key, value, attn_mask=mask, scale=scale)  # empty rows: zeros in both
     _close(ours, theirs, case["dtype"])
 
@@ -101,7 +117,7 @@ def test_causal_masks_match_torch(torch, case, align):
     _, query, key, value = _arrays(case)
     n_q, n_k = case["n_queries"], case["n_keys"]
     ours_mask = L.causal_mask(n_q, n_k, align=align)  # (L, S)
-    ours = L.scaled_dot_product_attention(query, key, value, mask=ours_mask).output
+    ours = _ours_with_mask(query, key, value, ours_mask)
     if align == "top-left":
         theirs = _torch_sdpa(torch, query, key, value, is_causal=True)
         expected_mask = torch.ones(n_q, n_k, dtype=torch.bool).tril().numpy()
