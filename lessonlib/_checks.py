@@ -280,13 +280,15 @@ def check_mask_reading(mask_shape: tuple[int, ...], scores_shape: tuple[int, ...
     """Refuse a 2-D mask that batched scores (..., L, S) could read two ways.
 
     NumPy puts a mask (X, S) on the last two axes, so X counts queries. When X is also the size of
-    a batch axis, the mask may have been a (B, S) key-padding mask, which would then be applied
-    per query instead of per example, silently. Either reading must be written out.
+    the leading axis, the batch of (B, L, S) and (B, H, L, S) scores, the mask may have been a
+    (B, S) key-padding mask, which would then be applied per query instead of per example,
+    silently. Either reading must be written out. A heads axis of L entries is no such doubt: a
+    (B, S) mask is never meant per head.
     """
     if len(mask_shape) != 2 or len(scores_shape) < 3:
         return
     rows, n_keys = mask_shape
-    if rows < 2 or rows != scores_shape[-2] or rows not in scores_shape[:-2]:
+    if rows < 2 or rows != scores_shape[-2] or rows != scores_shape[0]:
         return
     batch_first = (rows,) + (1,) * (len(scores_shape) - 2) + (n_keys,)
     helper = {3: "combine_masks(key_padding=mask)", 4: "combine_masks(key_padding=mask, heads=True)"}

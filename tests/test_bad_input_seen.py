@@ -136,6 +136,12 @@ def test_a_padding_mask_that_could_be_read_per_query_is_refused_with_both_readin
     assert np.all(per_example[1][:, 2:] == 0)  # the way the message names: sequence 1's padding gets nothing
     causal = L.causal_mask(4)
     L.scaled_dot_product_attention(x[:3], x[:3], x[:3], mask=causal)  # B = 3 != L: one reading only
+    q = RNG.standard_normal((2, 4, 4, 8))  # (B, H, L, d_h) with as many heads as positions: one reading
+    for attend in (L.scaled_dot_product_attention, fast.scaled_dot_product_attention):
+        np.testing.assert_array_equal(attend(q, q, q, mask=causal).output, attend(q, q, q, mask=causal[None]).output)
+    by_example = RNG.standard_normal((4, 2, 4, 8))  # (B, H, L, d_h) with B = L: refused as before
+    refused(lambda: L.scaled_dot_product_attention(by_example, by_example, by_example, mask=pad), "mask", "(4, 4)",
+            "combine_masks(key_padding=mask, heads=True)")
     heads = L.init_multi_head(8, 4)  # unbatched tokens with as many heads as positions: still one reading
     L.multi_head_attention(RNG.standard_normal((4, 8)), None, heads, mask=causal)
 

@@ -57,14 +57,14 @@ def _torch_sdpa(torch, query, key, value, **kwargs) -> np.ndarray:
 
 
 def _ours_with_mask(query, key, value, mask, **kwargs) -> np.ndarray:
-    """Our SDPA output; an (L, S) mask is passed bare unless a batch axis also has L entries.
+    """Our SDPA output; an (L, S) mask is passed bare unless the leading batch axis has L entries.
 
     Then the mask has the shape of a (B, S) key-padding mask as well, and ours refuses it (torch
     reads it as (L, S)): the refusal is checked, and the mask is passed as (1, L, S), the reading
     the refusal names for a mask shared by every example.
     """
     n_queries, batch = query.shape[-2], query.shape[:-2]
-    if mask is not None and mask.ndim == 2 and n_queries > 1 and n_queries in batch:
+    if mask is not None and mask.ndim == 2 and n_queries > 1 and batch[:1] == (n_queries,):
         with pytest.raises(ValueError, match="could be read two ways"):
             L.scaled_dot_product_attention(query, key, value, mask=mask, **kwargs)
         mask = mask[None]  # (1, L, S)
