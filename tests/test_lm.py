@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lessonlib import causal_mask, masked_softmax, rope, scaled_dot_product_attention
+from lessonlib import causal_mask, fast, masked_softmax, rope, scaled_dot_product_attention
 from lessonlib.position import alibi_slopes, sinusoidal_positions
 from lessonlib.training import POSITIONS, BeyondTableError, CheckpointError
 from lessonlib.training.lm import CharModel, Plugs
@@ -40,6 +40,18 @@ def test_a_plugged_attention_gets_a_mask_on_a_one_token_step_too():
     out = model.extend(cache, tokens[:, 7:], plugs=Plugs(attention=attention))
     assert len(masks) == model.n_layers and all(m.shape[-2:] == (1, 8) and m.all() for m in masks)
     np.testing.assert_allclose(out[:, 0], model.logits(tokens)[:, -1], rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("batch, length", [(12, 12), (1, 2)])  # as many windows, then as many heads (2), as positions
+def test_lessonlibs_own_attention_plugs_in_however_many_windows_and_heads(batch, length):
+    """The plug's mask is (1, 1, L, S), never an (L, S) that lessonlib's attention must refuse as ambiguous."""
+    model = tiny("rope", "float64")
+    tokens = np.random.default_rng(7).integers(0, 7, (batch, length))  # (B, L)
+    targets = np.roll(tokens, -1, axis=1)
+    engine = model.loss(tokens, targets)
+    for attention in (scaled_dot_product_attention, fast.scaled_dot_product_attention):
+        for plugs in (Plugs(attention=attention), Plugs(attention=attention, causal_mask=causal_mask)):
+            assert model.loss(tokens, targets, plugs=plugs) == pytest.approx(engine, abs=1e-12)
 
 
 @pytest.mark.parametrize("position", POSITIONS)

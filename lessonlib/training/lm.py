@@ -67,7 +67,7 @@ class Plugs:
     """Functions that replace the engine's own in the forward pass (None = the engine's).
 
     - ``attention(q, k, v, mask=allowed)``: q (B, H, L, d_h), k and v (B, H, S, d_h), allowed
-      (L, S) or (B, 1, L, S) boolean; returns the output (B, H, L, d_h), a result with
+      (1, 1, L, S) or (B, 1, L, S) boolean; returns the output (B, H, L, d_h), a result with
       ``.output``, or a tuple whose first item is the output. Not for "alibi" or "relative",
       whose bias enters between the product and the softmax: plug ``softmax`` there.
     - ``softmax(scores, allowed)``: masked softmax of (B, H, L, S) scores over the last axis.
@@ -250,13 +250,19 @@ class CharModel:
     # --- forward -----------------------------------------------------------------------------
 
     def _mask(self, batch: int, n_new: int, n_keys: int, plugs: Plugs) -> np.ndarray:
-        """Allowed (L, S) or (B, 1, L, S): causal, the L new queries at the end of the S keys."""
-        if n_new == n_keys and plugs.causal_mask is not None:
-            return np.asarray(plugs.causal_mask(n_new))  # (L, L)
+        """Allowed (1, 1, L, S) or (B, 1, L, S): causal, the L new queries at the end of the S keys.
+
+        Always four axes, like the (B, H, L, S) scores: an (L, S) mask would be refused as ambiguous
+        by lessonlib's attention, plugged in, whenever the windows or the heads number L.
+        """
         if n_new != n_keys and plugs.cached_causal_mask is not None:
             allowed = np.asarray(plugs.cached_causal_mask(np.full(batch, n_keys), n_new))  # (B, L, S)
             return allowed[:, None]  # (B, 1, L, S)
-        return causal_mask(n_new, n_keys, align="bottom-right")  # (L, S)
+        if n_new == n_keys and plugs.causal_mask is not None:
+            allowed = np.asarray(plugs.causal_mask(n_new))  # (L, L)
+        else:
+            allowed = causal_mask(n_new, n_keys, align="bottom-right")  # (L, S)
+        return allowed[None, None]  # (1, 1, L, S)
 
     def _bias(self, layer: int, n_new: int, n_keys: int, plugs: Plugs) -> np.ndarray | None:
         """(H, L, S) score bias of ALiBi or T5 (queries at the end of the keys), else None."""
@@ -314,7 +320,7 @@ class CharModel:
         allowed = fill = None
         if not (own_mask and n_new == 1 and plugs.attention is None):
             allowed = self._mask(batch, n_new, n_keys, plugs)
-            fill = causal_fill(allowed, dt) if own_mask else None  # (L, S)
+            fill = causal_fill(allowed, dt) if own_mask else None  # (1, 1, L, S)
         if self.position == "rope" and plugs.position is None:
             cos, sin = self._rotations(start, n_new)  # (L, d_h/2) each
         for layer in range(self.n_layers):
