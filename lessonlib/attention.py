@@ -190,8 +190,9 @@ def scaled_dot_product_attention(
 
     A 2-D mask (X, S) with batched inputs is refused when X is both L and the size of the leading
     (batch) axis: it could be an (L, S) mask for every example or a (B, S) key-padding mask (the
-    error names both ways to say which). A call whose score matrices would not fit in the available memory is refused
-    before it allocates, naming :func:`lessonlib.tiled_attention` and ``need_weights=False``.
+    error names both ways to say which). A call whose score matrices would not fit in the
+    available memory is refused before it allocates, naming :func:`lessonlib.tiled_attention` and
+    ``need_weights=False``.
     """
     check_policy(fully_masked)
     scale = check_scale(scale)
@@ -328,7 +329,8 @@ def multi_head_attention(
 
     x_query (..., L, d_query_in); x_kv (..., S, d_kv_in), or None for self-attention (x_kv = x_query);
     mask boolean, broadcastable to (..., H, L, S), True = allowed; a 2-D mask is (L, S), shared by
-    every head and example (refused when a leading batch axis of size L makes it look like (B, S) padding).
+    every head and example (refused when a leading batch axis of L entries makes it look like (B, S)
+    padding).
     head_h = attention(x_q W_q^h, x_kv W_k^h, x_kv W_v^h); output = concat_h(head_h) @ W_o.
     """
     check_policy(fully_masked)

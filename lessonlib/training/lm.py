@@ -253,7 +253,7 @@ class CharModel:
         """Allowed (1, 1, L, S) or (B, 1, L, S): causal, the L new queries at the end of the S keys.
 
         Always four axes, like the (B, H, L, S) scores: an (L, S) mask would be refused as ambiguous
-        by lessonlib's attention, plugged in, whenever the windows or the heads number L.
+        by lessonlib's attention, plugged in, whenever the windows number L.
         """
         if n_new != n_keys and plugs.cached_causal_mask is not None:
             allowed = np.asarray(plugs.cached_causal_mask(np.full(batch, n_keys), n_new))  # (B, L, S)
