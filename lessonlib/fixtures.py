@@ -34,6 +34,7 @@ class MaskingFixture:
 
 SCALING = ScalingFixture()
 MASKING = MaskingFixture()
+ROUNDING = 1e-12  # differences below this between two computations of the same numbers are rounding
 
 
 def scaling_reference(fixture: ScalingFixture = SCALING) -> tuple[list[float], float]:
@@ -62,3 +63,10 @@ def format_scaling(weights: list[float], context: float) -> str:
 def format_masking(weights: list[float], masked_index: int = 2) -> str:
     """The second fixture's two printed lines: rounded weights, then the masked key's weight."""
     return f"{[round(float(w), 6) for w in weights]}\nmasked weight {float(weights[masked_index])}"
+
+
+def format_difference(gap: float) -> str:
+    """The largest difference between two computations of the same numbers, printed the same on
+    every machine: below ``ROUNDING`` it is rounding, whose size (0 or a few times 1e-17) depends
+    on the CPU and the NumPy version, so it is named, not shown; a larger one to 3 digits."""
+    return f"below {ROUNDING:.0e}, rounding only" if abs(gap) < ROUNDING else f"{gap:.3g}"

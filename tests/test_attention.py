@@ -43,6 +43,13 @@ def test_second_fixture_matches_the_lesson():
     assert w[2] == 0.0
 
 
+def test_a_difference_of_rounding_prints_the_same_whatever_its_size():
+    """0.0 with one NumPy, 5.55e-17 with another (NumPy 1.26 on Python 3.10): one printed line for both."""
+    rounding = fixtures.format_difference(5.551115123125783e-17)
+    assert fixtures.format_difference(0.0) == rounding == "below 1e-12, rounding only"
+    assert fixtures.format_difference(2.5e-7) == "2.5e-07"
+
+
 def test_softmax_is_stable_and_normalised():
     w = L.softmax(np.array([1000.0, 1001.0, 1002.0]))
     np.testing.assert_allclose(w, L.softmax(np.array([0.0, 1.0, 2.0])))
