@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import exp, sqrt
 
+from lessonlib._checks import check_real
+
 
 @dataclass(frozen=True)
 class ScalingFixture:
@@ -69,4 +71,5 @@ def format_difference(gap: float) -> str:
     """The largest difference between two computations of the same numbers, printed the same on
     every machine: below ``ROUNDING`` it is rounding, whose size (0 or a few times 1e-17) depends
     on the CPU and the NumPy version, so it is named, not shown; a larger one to 3 digits."""
-    return f"below {ROUNDING:.0e}, rounding only" if abs(gap) < ROUNDING else f"{gap:.3g}"
+    gap = check_real(gap, "gap", minimum=0.0)
+    return f"below {ROUNDING:.0e}, rounding only" if gap < ROUNDING else f"{gap:.3g}"

@@ -20,7 +20,7 @@ import pytest
 
 import lessonlib as L
 import lessonlib.fast as fast
-from lessonlib import _checks, _machine
+from lessonlib import _checks, _machine, fixtures
 from lessonlib.exercises import FAILED, check
 from lessonlib.exercises import checker as checker_module
 from lessonlib.exercises.limits import CappedOutput, CaseTimeout, Deadline
@@ -144,6 +144,31 @@ def test_a_padding_mask_that_could_be_read_per_query_is_refused_with_both_readin
             "combine_masks(key_padding=mask, heads=True)")
     heads = L.init_multi_head(8, 4)  # unbatched tokens with as many heads as positions: still one reading
     L.multi_head_attention(RNG.standard_normal((4, 8)), None, heads, mask=causal)
+
+
+def test_a_printed_difference_must_be_a_finite_number_at_least_zero():
+    for bad in (None, "0", 1j, True, np.zeros(2)):
+        refused(lambda bad=bad: fixtures.format_difference(bad), "gap", "real number", error=TypeError)
+    for bad in (math.nan, math.inf):
+        refused(lambda bad=bad: fixtures.format_difference(bad), "gap", "finite")
+    refused(lambda: fixtures.format_difference(-1e-3), "gap", "at least 0")
+
+
+def test_a_plugged_mask_function_must_return_a_boolean_mask_of_the_steps_shape():
+    from lessonlib.training.lm import CharModel, Plugs
+
+    model = CharModel(7, position="rope", d_model=8, n_heads=2, n_layers=1, d_mlp=12, max_length=24, seed=1)
+    tokens = RNG.integers(0, 7, (3, 6))  # (B, L)
+    targets = np.roll(tokens, -1, axis=1)
+    for bad, words, error in ((lambda n: np.ones(n, dtype=bool), ("causal_mask(length)", "(6,)", "(6, 6)"), ValueError),
+                              (lambda n: np.ones((n, n + 1), dtype=bool), ("(6, 7)", "(6, 6)"), ValueError),
+                              (lambda n: np.ones((n, n)), ("causal_mask(length)", "boolean"), TypeError),
+                              (lambda n: None, ("causal_mask(length)", "None"), TypeError)):
+        refused(lambda bad=bad: model.loss(tokens, targets, plugs=Plugs(causal_mask=bad)), *words, error=error)
+    _, cache = model.prefill(tokens[:, :5])
+    one_row_per_query = Plugs(cached_causal_mask=lambda lengths, n: np.ones((n, 6), dtype=bool))  # (L, S): no batch
+    refused(lambda: model.extend(cache, tokens[:, 5:], plugs=one_row_per_query),
+            "cached_causal_mask(lengths, n_queries)", "(1, 6)", "(3, 1, 6)")
 
 
 # --- errors that did not teach, before -------------------------------------------------------------

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lessonlib._checks import as_dtype, check_callable, check_positive_int
+from lessonlib._checks import as_allowed_mask, as_dtype, check_callable, check_positive_int
 from lessonlib.attention import masked_softmax, merge_heads, split_heads
 from lessonlib.masks import causal_mask
 from lessonlib.position import alibi_bias, relative_position_bucket, sinusoidal_positions
@@ -88,6 +88,16 @@ class Plugs:
         for name in ("attention", "softmax", "causal_mask", "cached_causal_mask", "position"):
             if getattr(self, name) is not None:
                 check_callable(getattr(self, name), name)
+
+
+def _plugged_mask(value: object, call: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A plugged mask function's result as a boolean mask of ``shape``, refused by the call's name
+    otherwise (an (L,) row, say, would broadcast over every query and let the future in, silently)."""
+    allowed = as_allowed_mask(value, f"the result of the plugged {call}")
+    if allowed.shape != shape:
+        raise ValueError(f"the plugged {call} returned shape {allowed.shape}; it must return {shape}, "
+                         "True where the key may be attended to")
+    return allowed
 
 
 def _plugs(plugs: object) -> Plugs:
@@ -256,10 +266,11 @@ class CharModel:
         by lessonlib's attention, plugged in, whenever the windows number L.
         """
         if n_new != n_keys and plugs.cached_causal_mask is not None:
-            allowed = np.asarray(plugs.cached_causal_mask(np.full(batch, n_keys), n_new))  # (B, L, S)
+            allowed = _plugged_mask(plugs.cached_causal_mask(np.full(batch, n_keys), n_new),
+                                    "cached_causal_mask(lengths, n_queries)", (batch, n_new, n_keys))  # (B, L, S)
             return allowed[:, None]  # (B, 1, L, S)
         if n_new == n_keys and plugs.causal_mask is not None:
-            allowed = np.asarray(plugs.causal_mask(n_new))  # (L, L)
+            allowed = _plugged_mask(plugs.causal_mask(n_new), "causal_mask(length)", (n_new, n_new))  # (L, L)
         else:
             allowed = causal_mask(n_new, n_keys, align="bottom-right")  # (L, S)
         return allowed[None, None]  # (1, 1, L, S)
